@@ -1,0 +1,46 @@
+package conformance
+
+import (
+	"testing"
+	"time"
+
+	"github.com/leasekit/lease"
+)
+
+// Harness describes the store under test to Run.
+type Harness struct {
+	// New returns a Locker on the store under test. Run calls it once per
+	// subtest (and some subtests call it twice, to act as two processes on
+	// one store) and closes every Locker it got when the subtest ends.
+	// Lockers from one Harness must share one store.
+	New func(t testing.TB) lease.Locker
+
+	// TTL is the shortest lease the suite may use on this store; it must
+	// be a multiple of the store's granularity. Expiry tests wait about
+	// this long, so keep it short (50ms for memory or Redis, 1s for etcd).
+	TTL time.Duration
+
+	// Granularity is how far the store may round a ttl up (etcd: 1s, since
+	// its leases have whole-second TTLs). Zero means 1ms.
+	Granularity time.Duration
+
+	// ExpiryLag is how long after a tenure's expiry the store may still
+	// report it as held (etcd's lessor revokes expired leases every 500ms).
+	// Zero means none beyond a small scheduling allowance.
+	ExpiryLag time.Duration
+
+	// Advance, when set, moves the store's clock forward by d instead of
+	// the suite sleeping (the memory backend's manual clock, miniredis's
+	// FastForward). Because it moves every name's clock at once, subtests
+	// then run one at a time; otherwise they run in parallel.
+	Advance func(d time.Duration)
+
+	// Tenures is how many tenures the token-order test starts on one name.
+	// Zero means 2000.
+	Tenures int
+
+	// Prefix is put before every name the suite uses, so runs against a
+	// persistent store never meet each other's names. Zero means a random
+	// prefix per Run.
+	Prefix string
+}
