@@ -1,0 +1,20 @@
+// Package all registers every backend of this module with lease.Open, for
+// programs that take the store's URL from their configuration and want any
+// of them to work:
+//
+//	import _ "github.com/leasekit/lease/backend/all"
+//
+//	l, err := lease.Open(ctx, os.Getenv("LEASE_BACKEND"))
+//
+// It imports, for their side effects:
+//
+//	backend/memory  mem://
+//
+// A program that needs one store should import only that backend's
+// package: each pulls in its own client library.
+package all
+
+import (
+	// Register the "mem" scheme.
+	_ "github.com/leasekit/lease/backend/memory"
+)
