@@ -1,10 +1,282 @@
 package conformance
 
-import "testing"
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
 
-// Run runs the whole suite against h's store. It fails t on any broken
-// promise; see the package documentation.
+	"github.com/leasekit/lease"
+)
+
+// long is the ttl of tenures that must not expire during a subtest.
+const long = time.Minute
+
+// Run runs the whole suite against h's store, one subtest per promise of
+// the lease contract. It fails t on any broken promise.
+//
+// With h.Advance unset, subtests run in parallel and the suite takes a few
+// multiples of h.TTL plus the concurrency and history checks: under a
+// minute on a fast store.
 func Run(t *testing.T, h Harness) {
 	t.Helper()
-	t.Skip("conformance suite under construction")
+	if h.New == nil {
+		t.Fatal("conformance: Harness.New is nil")
+	}
+	if h.TTL <= 0 {
+		t.Fatal("conformance: Harness.TTL must be positive")
+	}
+	if h.Granularity <= 0 {
+		h.Granularity = time.Millisecond
+	}
+	if h.Tenures <= 0 {
+		h.Tenures = 2000
+	}
+	if h.Prefix == "" {
+		var b [4]byte
+		_, _ = rand.Read(b[:])
+		h.Prefix = "conformance-" + hex.EncodeToString(b[:]) + "/"
+	}
+	s := &suite{h: h}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if h.Advance == nil {
+				t.Parallel()
+			}
+			c.fn(t, s)
+		})
+	}
+}
+
+type testCase struct {
+	name string
+	fn   func(t *testing.T, s *suite)
+}
+
+// cases is every subtest, in the order the contract lists the promises.
+// Each file of this package appends its own.
+var cases []testCase
+
+func register(name string, fn func(t *testing.T, s *suite)) {
+	cases = append(cases, testCase{name, fn})
+}
+
+type suite struct {
+	h   Harness
+	seq atomic.Uint64
+}
+
+// locker returns a new Locker on the store, closed when t ends.
+func (s *suite) locker(t *testing.T) lease.Locker {
+	t.Helper()
+	l := s.h.New(t)
+	if l == nil {
+		t.Fatal("Harness.New returned nil")
+	}
+	t.Cleanup(func() {
+		if err := l.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return l
+}
+
+// name returns a name no other subtest or run uses.
+func (s *suite) name(label string) string {
+	return fmt.Sprintf("%s%d/%s", s.h.Prefix, s.seq.Add(1), label)
+}
+
+// pass lets d pass on the store's clock.
+func (s *suite) pass(d time.Duration) {
+	if s.h.Advance != nil {
+		s.h.Advance(d)
+		return
+	}
+	time.Sleep(d)
+}
+
+// expire waits until a tenure of name granted for ttl by a call that
+// returned at granted has expired in the store, and checks that the store
+// says so. With Advance it moves the store's clock instead.
+func (s *suite) expire(t *testing.T, l lease.Locker, name string, ttl time.Duration, granted time.Time) {
+	t.Helper()
+	if s.h.Advance != nil {
+		s.h.Advance(ttl + s.h.Granularity + s.h.ExpiryLag)
+	} else {
+		time.Sleep(time.Until(granted.Add(ttl + s.h.Granularity)))
+	}
+	limit := time.Now().Add(s.h.ExpiryLag + 250*time.Millisecond)
+	for {
+		_, err := l.Inspect(context.Background(), name)
+		if errors.Is(err, lease.ErrNotHeld) {
+			return
+		}
+		if err != nil {
+			t.Fatalf("Inspect(%q) while waiting for expiry: %v", name, err)
+		}
+		if time.Now().After(limit) {
+			t.Fatalf("a tenure of %q granted for %s was still held %s after the grant (Harness.ExpiryLag is %s): the store does not expire tenures", name, ttl, time.Since(granted).Round(time.Millisecond), s.h.ExpiryLag)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// acquire calls Acquire and fails t unless it succeeds with a well-formed
+// Lease.
+func (s *suite) acquire(t *testing.T, l lease.Locker, name, owner string, ttl time.Duration) (lease.Lease, time.Time) {
+	t.Helper()
+	start := time.Now()
+	got, err := l.Acquire(context.Background(), name, owner, ttl)
+	done := time.Now()
+	if err != nil {
+		t.Fatalf("Acquire(%q, %q, %s): %v", name, owner, ttl, err)
+	}
+	s.checkLease(t, "Acquire", got, name, owner, ttl, start, done)
+	return got, done
+}
+
+// renew calls Renew and fails t unless it succeeds, keeping the token.
+func (s *suite) renew(t *testing.T, l lease.Locker, held lease.Lease, ttl time.Duration) (lease.Lease, time.Time) {
+	t.Helper()
+	start := time.Now()
+	got, err := l.Renew(context.Background(), held, ttl)
+	done := time.Now()
+	if err != nil {
+		t.Fatalf("Renew(%v, %s) of an intact tenure: %v", held, ttl, err)
+	}
+	s.checkLease(t, "Renew", got, held.Name, held.Owner, ttl, start, done)
+	if got.Token != held.Token {
+		t.Fatalf("Renew changed the token from %d to %d: a renewal is the same tenure", held.Token, got.Token)
+	}
+	return got, done
+}
+
+// checkLease checks the fields of a Lease returned by a call made between
+// start and done for ttl, including that its Deadline is safe.
+func (s *suite) checkLease(t *testing.T, op string, got lease.Lease, name, owner string, ttl time.Duration, start, done time.Time) {
+	t.Helper()
+	if got.Name != name {
+		t.Fatalf("%s returned Name %q, want %q", op, got.Name, name)
+	}
+	if got.Owner != owner {
+		t.Fatalf("%s returned Owner %q, want %q", op, got.Owner, owner)
+	}
+	if got.Token == 0 {
+		t.Fatalf("%s returned token 0, which is never a valid token", op)
+	}
+	if got.Deadline.IsZero() {
+		t.Fatalf("%s returned a zero Deadline", op)
+	}
+	// The Deadline must come from a monotonic reading taken before the
+	// request: at most start+ttl-DriftMargin, measured from the latest
+	// moment the backend could have read its clock.
+	if latest := done.Add(ttl - lease.DriftMargin(ttl)); got.Deadline.After(latest) {
+		t.Fatalf("%s returned an unsafe Deadline %s after the latest safe one (request start + ttl %s - drift margin %s): the holder would believe it holds the lease after the store may give it away",
+			op, got.Deadline.Sub(latest), ttl, lease.DriftMargin(ttl))
+	}
+	if earliest := start.Add(ttl / 2); got.Deadline.Before(earliest) {
+		t.Fatalf("%s returned a Deadline only %s after the request for a ttl of %s: far too early to be useful", op, got.Deadline.Sub(start), ttl)
+	}
+	if !strings.Contains(got.Deadline.String(), " m=") {
+		t.Fatalf("%s returned a Deadline without a monotonic clock reading (%s): a wall-clock jump would move it", op, got.Deadline)
+	}
+	// Expires is by the store's clock, which may be skewed from ours, but
+	// not by hours: a larger gap means a unit error.
+	if want := done.Add(ttl); got.Expires.Before(want.Add(-time.Hour)) || got.Expires.After(want.Add(time.Hour)) {
+		t.Fatalf("%s returned Expires %s, more than an hour from now+ttl (%s): wrong unit or clock", op, got.Expires, want)
+	}
+}
+
+// inspect returns the result of Inspect and fails t on errors other than
+// ErrNotHeld.
+func (s *suite) inspect(t *testing.T, l lease.Locker, name string) (lease.Lease, bool) {
+	t.Helper()
+	got, err := l.Inspect(context.Background(), name)
+	if errors.Is(err, lease.ErrNotHeld) {
+		if errors.Is(err, lease.ErrHeld) || errors.Is(err, lease.ErrLost) {
+			t.Fatalf("Inspect(%q) error matches ErrNotHeld and another sentinel: %v", name, err)
+		}
+		return lease.Lease{}, false
+	}
+	if err != nil {
+		t.Fatalf("Inspect(%q): %v", name, err)
+	}
+	if got.Name != name {
+		t.Fatalf("Inspect(%q) returned Name %q", name, got.Name)
+	}
+	if got.Token == 0 || got.Owner == "" {
+		t.Fatalf("Inspect(%q) returned a tenure without owner or token: %+v", name, got)
+	}
+	return got, true
+}
+
+// mustHold fails t unless Inspect shows exactly the tenure want.
+func (s *suite) mustHold(t *testing.T, l lease.Locker, want lease.Lease, why string) {
+	t.Helper()
+	got, ok := s.inspect(t, l, want.Name)
+	if !ok {
+		t.Fatalf("%s: Inspect(%q) says not held, want held by %q with token %d", why, want.Name, want.Owner, want.Token)
+	}
+	if got.Owner != want.Owner || got.Token != want.Token {
+		t.Fatalf("%s: Inspect(%q) shows owner %q token %d, want owner %q token %d", why, want.Name, got.Owner, got.Token, want.Owner, want.Token)
+	}
+	if d := got.Expires.Sub(want.Expires); d < -s.h.Granularity-10*time.Millisecond || d > s.h.Granularity+10*time.Millisecond {
+		t.Fatalf("%s: Inspect(%q) shows Expires %s, but the holder's Lease says %s", why, want.Name, got.Expires, want.Expires)
+	}
+	if !got.Deadline.IsZero() {
+		t.Fatalf("Inspect(%q) returned a non-zero Deadline; only a holder has a Deadline", want.Name)
+	}
+}
+
+// mustBeFree fails t unless Inspect says nobody holds name.
+func (s *suite) mustBeFree(t *testing.T, l lease.Locker, name, why string) {
+	t.Helper()
+	if got, ok := s.inspect(t, l, name); ok {
+		t.Fatalf("%s: Inspect(%q) shows it held by %q with token %d, want ErrNotHeld", why, name, got.Owner, got.Token)
+	}
+}
+
+// mustBeLost fails t unless err matches ErrLost and no other sentinel.
+func mustBeLost(t *testing.T, op string, err error) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("%s succeeded; want an error matching ErrLost", op)
+	}
+	if !errors.Is(err, lease.ErrLost) {
+		t.Fatalf("%s: got %v; want an error matching ErrLost", op, err)
+	}
+	if errors.Is(err, lease.ErrHeld) || errors.Is(err, lease.ErrInvalid) || errors.Is(err, lease.ErrNotHeld) {
+		t.Fatalf("%s: error %v matches ErrLost and another sentinel", op, err)
+	}
+}
+
+// mustBeHeld fails t unless err is a *HeldError naming holder, with a
+// Remaining time in (0, ttl+Granularity].
+func (s *suite) mustBeHeld(t *testing.T, op string, err error, name, holder string, ttl time.Duration) *lease.HeldError {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("%s succeeded while %q holds %q: two owners would hold one lease", op, holder, name)
+	}
+	if !errors.Is(err, lease.ErrHeld) {
+		t.Fatalf("%s while %q holds %q: got %v; want an error matching ErrHeld", op, holder, name, err)
+	}
+	if errors.Is(err, lease.ErrLost) || errors.Is(err, lease.ErrNotHeld) || errors.Is(err, lease.ErrInvalid) {
+		t.Fatalf("%s: error %v matches ErrHeld and another sentinel", op, err)
+	}
+	var he *lease.HeldError
+	if !errors.As(err, &he) {
+		t.Fatalf("%s: error %v matches ErrHeld but errors.As finds no *lease.HeldError", op, err)
+	}
+	if he.Name != name || he.Owner != holder {
+		t.Fatalf("%s: HeldError names %q held by %q, want %q held by %q", op, he.Name, he.Owner, name, holder)
+	}
+	if he.Remaining <= 0 || he.Remaining > ttl+s.h.Granularity {
+		t.Fatalf("%s: HeldError.Remaining is %s for a tenure of %s", op, he.Remaining, ttl)
+	}
+	return he
 }

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/leasekit/lease"
@@ -36,12 +37,17 @@ func WithClock(c Clock) Option {
 // lifetime, across every name. It implements lease.Locker, lease.Lister
 // and lease.ForceReleaser, and is safe for concurrent use.
 type Locker struct {
+	*store
+	closed atomic.Bool
+}
+
+// store is the state that Lockers returned by Share have in common.
+type store struct {
 	clock Clock
 
 	mu     sync.Mutex
 	leases map[string]tenure
 	token  uint64
-	closed bool
 }
 
 type tenure struct {
@@ -58,15 +64,22 @@ var (
 
 // New returns an empty store.
 func New(opts ...Option) *Locker {
-	l := &Locker{clock: systemClock{}, leases: map[string]tenure{}}
+	l := &Locker{store: &store{clock: systemClock{}, leases: map[string]tenure{}}}
 	for _, o := range opts {
 		o(l)
 	}
 	return l
 }
 
+// Share returns another Locker on the same store, as a second process
+// connecting to one database would get. Closing one does not close the
+// other.
+func (l *Locker) Share() *Locker {
+	return &Locker{store: l.store}
+}
+
 // current returns name's unexpired tenure. l.mu must be held.
-func (l *Locker) current(name string, now time.Time) (tenure, bool) {
+func (l *store) current(name string, now time.Time) (tenure, bool) {
 	t, ok := l.leases[name]
 	if !ok {
 		return tenure{}, false
@@ -82,7 +95,7 @@ func (l *Locker) begin(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("lease/memory: %w", err)
 	}
-	if l.closed {
+	if l.closed.Load() {
 		return lease.ErrClosed
 	}
 	return nil
@@ -211,9 +224,7 @@ func (l *Locker) ForceRelease(ctx context.Context, name string) (lease.Lease, er
 // Close marks the store closed; later calls fail with lease.ErrClosed.
 // It is safe to call more than once.
 func (l *Locker) Close() error {
-	l.mu.Lock()
-	l.closed = true
-	l.mu.Unlock()
+	l.closed.Store(true)
 	return nil
 }
 

@@ -1,0 +1,32 @@
+package memory_test
+
+import (
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/backend/memory"
+	"github.com/leasekit/lease/conformance"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestConformanceSystemClock(t *testing.T) {
+	store := memory.New()
+	conformance.Run(t, conformance.Harness{
+		New: func(testing.TB) lease.Locker { return store.Share() },
+		TTL: 100 * time.Millisecond,
+	})
+}
+
+func TestConformanceManualClock(t *testing.T) {
+	clock := memory.NewManualClock(time.Now())
+	store := memory.New(memory.WithClock(clock))
+	conformance.Run(t, conformance.Harness{
+		New:     func(testing.TB) lease.Locker { return store.Share() },
+		TTL:     time.Second,
+		Advance: clock.Advance,
+	})
+}
