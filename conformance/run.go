@@ -1,0 +1,155 @@
+package conformance
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/leasekit/lease"
+)
+
+// lease.Run over the store: the helper programs call.
+func init() {
+	register("Run holds the lease while fn runs and releases it after", func(t *testing.T, s *suite) {
+		l := s.locker(t)
+		name := s.name("run")
+		var inside lease.Lease
+		err := lease.Run(context.Background(), l, name, long, func(ctx context.Context) error {
+			got, ok := lease.FromContext(ctx)
+			if !ok {
+				return errors.New("fn's context carries no lease")
+			}
+			inside = got
+			s.mustHold(t, l, got, "inside Run")
+			_, err := l.Acquire(ctx, name, "intruder", long)
+			s.mustBeHeld(t, "Acquire by another owner inside Run", err, name, got.Owner, long)
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		s.mustBeFree(t, l, name, "after Run returned")
+		if _, err := l.Renew(context.Background(), inside, long); !errors.Is(err, lease.ErrLost) {
+			t.Fatalf("Renew of the lease Run released: got %v, want ErrLost", err)
+		}
+	})
+
+	register("Run returns HeldError without calling fn when the lease is busy", func(t *testing.T, s *suite) {
+		l := s.locker(t)
+		name := s.name("run-busy")
+		s.acquire(t, l, name, "owner-a", long)
+		called := false
+		err := lease.Run(context.Background(), l, name, long, func(context.Context) error { called = true; return nil })
+		if called {
+			t.Fatal("Run called fn while another owner held the lease")
+		}
+		s.mustBeHeld(t, "Run", err, name, "owner-a", long)
+	})
+
+	register("two concurrent Runs for one name: only one runs fn", func(t *testing.T, s *suite) {
+		l := s.locker(t)
+		name := s.name("run-concurrent")
+		var running, ran atomic.Int32
+		release := make(chan struct{})
+		results := make(chan error, 2)
+		for i := 0; i < 2; i++ {
+			go func() {
+				results <- lease.Run(context.Background(), l, name, long, func(context.Context) error {
+					if running.Add(1) > 1 {
+						t.Error("two Runs are inside fn at once")
+					}
+					ran.Add(1)
+					<-release // stay inside until the other Run has returned
+					running.Add(-1)
+					return nil
+				})
+			}()
+		}
+		var errs []error
+		select {
+		case err := <-results:
+			errs = append(errs, err)
+		case <-time.After(20 * time.Second):
+			close(release)
+			t.Fatalf("neither Run returned while one of them was inside fn (ran %d times)", ran.Load())
+		}
+		close(release)
+		errs = append(errs, <-results)
+		if ran.Load() != 1 {
+			t.Fatalf("fn ran %d times, want once", ran.Load())
+		}
+		if !errors.Is(errs[0], lease.ErrHeld) {
+			t.Fatalf("the first Run to return got %v; want ErrHeld, since the other was inside fn", errs[0])
+		}
+		if errs[1] != nil {
+			t.Fatalf("the Run that held the lease returned %v", errs[1])
+		}
+	})
+
+	register("Run cancels fn's context with ErrLost when a renewal finds the lease lost", func(t *testing.T, s *suite) {
+		l := s.locker(t)
+		name := s.name("run-lost")
+		ttl := max(s.h.TTL, time.Second) * 3
+		err := lease.Run(context.Background(), l, name, ttl, func(ctx context.Context) error {
+			held, _ := lease.FromContext(ctx)
+			// Someone ends the tenure behind fn's back (an operator's forced
+			// release, or a takeover after a long pause).
+			if err := l.Release(context.Background(), held); err != nil {
+				t.Errorf("Release behind Run's back: %v", err)
+			}
+			select {
+			case <-ctx.Done():
+				if !errors.Is(context.Cause(ctx), lease.ErrLost) {
+					t.Errorf("fn's context ended with cause %v, want one matching ErrLost", context.Cause(ctx))
+				}
+				return nil
+			case <-time.After(2 * ttl):
+				t.Error("fn's context was not cancelled after its lease was released behind its back")
+				return nil
+			}
+		}, lease.WithRenewEvery(ttl/10))
+		if !errors.Is(err, lease.ErrLost) {
+			t.Fatalf("Run returned %v; want an error matching ErrLost", err)
+		}
+	})
+
+	register("Run renews the lease while fn outlives the ttl", func(t *testing.T, s *suite) {
+		if s.h.Advance != nil {
+			t.Skip("with a simulated store clock, real time does not expire tenures")
+		}
+		l := s.locker(t)
+		name := s.name("run-renew")
+		ttl := s.h.TTL + s.h.Granularity
+		err := lease.Run(context.Background(), l, name, ttl, func(ctx context.Context) error {
+			held, _ := lease.FromContext(ctx)
+			end := time.Now().Add(3*ttl + s.h.ExpiryLag)
+			for time.Now().Before(end) {
+				_, err := l.Acquire(context.Background(), name, "intruder", long)
+				if err == nil {
+					t.Error("another owner acquired the lease while Run was renewing it")
+					return nil
+				}
+				if !errors.Is(err, lease.ErrHeld) {
+					t.Errorf("Acquire by another owner: %v", err)
+					return nil
+				}
+				select {
+				case <-ctx.Done():
+					t.Errorf("fn's context ended while renewals should keep the lease: %v", context.Cause(ctx))
+					return nil
+				case <-time.After(ttl / 4):
+				}
+			}
+			now, _ := lease.FromContext(ctx)
+			if now.Token != held.Token {
+				t.Errorf("the token changed from %d to %d across renewals", held.Token, now.Token)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	})
+}

@@ -1,0 +1,271 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+)
+
+// RunOption configures Run.
+type RunOption func(*runConfig)
+
+type runConfig struct {
+	owner      string
+	renewEvery time.Duration // 0: ttl/3; <0: never
+	wait       time.Duration
+	minHold    time.Duration
+}
+
+// WithOwner makes Run acquire as owner instead of a fresh NewOwner(). Two
+// Runs with one owner share one tenure (re-entrancy), so use it only to
+// resume a known identity, such as a job's claim token.
+func WithOwner(owner string) RunOption { return func(c *runConfig) { c.owner = owner } }
+
+// WithRenewEvery makes Run renew the lease every d instead of every ttl/3.
+func WithRenewEvery(d time.Duration) RunOption { return func(c *runConfig) { c.renewEvery = d } }
+
+// WithoutRenewal makes Run hold the lease for one ttl only: fn's context is
+// cancelled when the Deadline passes.
+func WithoutRenewal() RunOption { return func(c *runConfig) { c.renewEvery = -1 } }
+
+// WithWait makes Run wait up to d for a busy lease, retrying with jittered
+// backoff, instead of returning the *HeldError at once.
+func WithWait(d time.Duration) RunOption { return func(c *runConfig) { c.wait = d } }
+
+// WithMinHold makes Run keep the lease until d after it was acquired, even
+// if fn returns earlier, so that hosts whose timers fire a little apart do
+// not each run the same scheduled job.
+func WithMinHold(d time.Duration) RunOption { return func(c *runConfig) { c.minHold = d } }
+
+type leaseKey struct{}
+
+// holding is the lease a Run holds, updated on every renewal.
+type holding struct {
+	mu sync.Mutex
+	l  Lease
+}
+
+func (h *holding) get() Lease {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.l
+}
+
+// FromContext returns the lease held by the Run whose fn got ctx, as of
+// its latest renewal, so that fn can pass its Token to the systems it
+// writes to.
+func FromContext(ctx context.Context) (Lease, bool) {
+	h, ok := ctx.Value(leaseKey{}).(*holding)
+	if !ok {
+		return Lease{}, false
+	}
+	return h.get(), true
+}
+
+// Run runs fn while holding the lease name on l, the way most programs use
+// a lease:
+//
+//   - It acquires name for ttl as a fresh NewOwner() (see WithOwner). When
+//     another owner holds it, Run returns the *HeldError (errors.Is ErrHeld)
+//     without calling fn, unless WithWait says to wait.
+//   - While fn runs, it renews the lease every ttl/3 (see WithRenewEvery and
+//     WithoutRenewal). The ctx given to fn carries the lease (FromContext)
+//     and is cancelled, with a context.Cause matching ErrLost, as soon as a
+//     renewal reports the lease lost or the lease's Deadline passes without
+//     a successful renewal. fn must stop acting as the holder then.
+//   - When fn returns, or panics, Run releases the lease, owner-fenced (and
+//     re-panics). WithMinHold keeps it a while longer first.
+//
+// Run returns fn's error, joined with an error matching ErrLost when the
+// lease was lost while fn ran or found lost at release, and with the
+// release's error when the store failed then. A store error while
+// acquiring is returned as it is: it does not match ErrHeld.
+func Run(ctx context.Context, l Locker, name string, ttl time.Duration, fn func(ctx context.Context) error, opts ...RunOption) (err error) {
+	cfg := runConfig{}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.owner == "" {
+		cfg.owner = NewOwner()
+	}
+	switch {
+	case l == nil:
+		return fmt.Errorf("%w: Run with a nil Locker", ErrInvalid)
+	case fn == nil:
+		return fmt.Errorf("%w: Run with a nil fn", ErrInvalid)
+	case cfg.renewEvery > 0 && cfg.renewEvery >= ttl:
+		return fmt.Errorf("%w: renewal every %s would come after the ttl of %s ran out", ErrInvalid, cfg.renewEvery, ttl)
+	case cfg.wait < 0 || cfg.minHold < 0:
+		return fmt.Errorf("%w: Run with a negative wait or min-hold", ErrInvalid)
+	}
+	if err := CheckAcquire(name, cfg.owner, ttl); err != nil {
+		return err
+	}
+	if cfg.renewEvery == 0 {
+		cfg.renewEvery = ttl / 3
+	}
+
+	held, err := acquireWaiting(ctx, l, name, cfg.owner, ttl, cfg.wait)
+	if err != nil {
+		return err
+	}
+	acquiredAt := time.Now()
+
+	h := &holding{l: held}
+	fnCtx, cancel := context.WithCancelCause(context.WithValue(ctx, leaseKey{}, h))
+	defer cancel(nil)
+
+	// The watchdog cancels fn's context when the Deadline passes without a
+	// renewal, even if a renewal call hangs in the store.
+	var wdMu sync.Mutex
+	watchdog := time.AfterFunc(time.Until(held.Deadline), func() {
+		cancel(fmt.Errorf("lease %q: deadline passed without a successful renewal: %w", name, ErrLost))
+	})
+	defer watchdog.Stop()
+
+	stopRenew := make(chan struct{})
+	var renewWG sync.WaitGroup
+	if cfg.renewEvery > 0 {
+		renewWG.Add(1)
+		go func() {
+			defer renewWG.Done()
+			renewLoop(fnCtx, l, h, ttl, cfg.renewEvery, stopRenew, cancel, func(d time.Duration) {
+				wdMu.Lock()
+				defer wdMu.Unlock()
+				if fnCtx.Err() == nil {
+					watchdog.Reset(d)
+				}
+			})
+		}()
+	}
+	stop := sync.OnceFunc(func() {
+		close(stopRenew)
+		renewWG.Wait()
+		wdMu.Lock()
+		watchdog.Stop()
+		wdMu.Unlock()
+	})
+
+	finished := false
+	defer func() {
+		if finished {
+			return
+		}
+		// fn panicked or called runtime.Goexit: release and let it go on.
+		stop()
+		rctx, rcancel := releaseContext(ctx, ttl)
+		defer rcancel()
+		_ = l.Release(rctx, h.get())
+	}()
+	fnErr := fn(fnCtx)
+	finished = true
+
+	if cfg.minHold > 0 && fnCtx.Err() == nil {
+		if wait := time.Until(acquiredAt.Add(cfg.minHold)); wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-fnCtx.Done():
+				t.Stop()
+			}
+		}
+	}
+	stop()
+
+	errs := []error{fnErr}
+	lost := context.Cause(fnCtx)
+	if lost != nil && errors.Is(lost, ErrLost) {
+		errs = append(errs, lost)
+	}
+	rctx, rcancel := releaseContext(ctx, ttl)
+	defer rcancel()
+	if rerr := l.Release(rctx, h.get()); rerr != nil {
+		switch {
+		case errors.Is(rerr, ErrLost) && lost != nil && errors.Is(lost, ErrLost):
+			// Already reported.
+		case errors.Is(rerr, ErrLost):
+			errs = append(errs, fmt.Errorf("lease %q was lost before release; exclusivity may have been broken: %w", name, rerr))
+		default:
+			errs = append(errs, fmt.Errorf("lease %q: release failed (it expires on its own): %w", name, rerr))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// releaseContext is for the final Release: it outlives a cancelled parent,
+// which is often why fn returned, but not by more than the ttl.
+func releaseContext(ctx context.Context, ttl time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), min(ttl, 10*time.Second))
+}
+
+// renewLoop renews h's lease every `every` until stop is closed or fnCtx
+// ends. It cancels fnCtx as soon as a renewal reports the lease lost.
+// Other errors are retried sooner; the watchdog covers the Deadline.
+func renewLoop(fnCtx context.Context, l Locker, h *holding, ttl, every time.Duration, stop <-chan struct{}, cancel context.CancelCauseFunc, renewed func(time.Duration)) {
+	next := every
+	for {
+		t := time.NewTimer(next)
+		select {
+		case <-stop:
+			t.Stop()
+			return
+		case <-fnCtx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		cur := h.get()
+		rctx, rcancel := context.WithDeadline(fnCtx, cur.Deadline)
+		got, err := l.Renew(rctx, cur, ttl)
+		rcancel()
+		switch {
+		case err == nil:
+			h.mu.Lock()
+			h.l = got
+			h.mu.Unlock()
+			renewed(time.Until(got.Deadline))
+			next = every
+		case errors.Is(err, ErrLost):
+			cancel(fmt.Errorf("lease %q: renewal: %w", cur.Name, err))
+			return
+		default:
+			// The store failed; try again soon, while the Deadline lasts.
+			next = max(every/4, time.Millisecond)
+		}
+	}
+}
+
+// acquireWaiting acquires name, waiting up to wait with jittered backoff
+// while another owner holds it.
+func acquireWaiting(ctx context.Context, l Locker, name, owner string, ttl, wait time.Duration) (Lease, error) {
+	limit := time.Now().Add(wait)
+	backoff := 10 * time.Millisecond
+	for {
+		held, err := l.Acquire(ctx, name, owner, ttl)
+		if err == nil || wait <= 0 {
+			return held, err
+		}
+		var he *HeldError
+		if !errors.As(err, &he) {
+			return Lease{}, err
+		}
+		left := time.Until(limit)
+		if left <= 0 {
+			return Lease{}, err
+		}
+		// Full jitter, but never sleep far past the holder's expiry or the
+		// caller's limit.
+		d := min(time.Duration(rand.Int64N(int64(backoff)))+time.Millisecond, he.Remaining+time.Millisecond, left)
+		backoff = min(backoff*2, time.Second)
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return Lease{}, fmt.Errorf("lease %q: gave up waiting (last: %v): %w", name, err, context.Cause(ctx))
+		case <-t.C:
+		}
+	}
+}
