@@ -1,0 +1,68 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+
+	"github.com/leasekit/lease"
+	_ "github.com/leasekit/lease/backend/all"
+)
+
+// backendEnv names the store when --backend is not given.
+const backendEnv = "LEASE_BACKEND"
+
+// backendURL returns the store's URL: --backend, else $LEASE_BACKEND,
+// else the default SQLite file, whose directory it creates.
+func (g *globals) backendURL() (string, error) {
+	if g.backend != "" {
+		return g.backend, nil
+	}
+	if env := os.Getenv(backendEnv); env != "" {
+		return env, nil
+	}
+	return defaultBackend()
+}
+
+// defaultBackend returns the URL of a SQLite file in the user's cache
+// directory, so that lease works with nothing installed. Every lease
+// command run by one user on one machine shares it.
+func defaultBackend() (string, error) {
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		return "", failf(exitUsage, "no --backend or $%s, and no cache directory for the default SQLite file: %v", backendEnv, err)
+	}
+	dir = filepath.Join(dir, "lease")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", failf(exitFailure, "creating the default store's directory: %v", err)
+	}
+	u := url.URL{Scheme: "sqlite", Path: filepath.ToSlash(filepath.Join(dir, "lease.db"))}
+	return u.String(), nil
+}
+
+// open opens the store. A malformed URL is a usage error; an unreachable
+// store a failure.
+func (g *globals) open(ctx context.Context) (lease.Locker, error) {
+	raw, err := g.backendURL()
+	if err != nil {
+		return nil, err
+	}
+	l, err := lease.Open(ctx, raw)
+	if err != nil {
+		if errors.Is(err, lease.ErrInvalid) {
+			return nil, failf(exitUsage, "%v", err)
+		}
+		return nil, err
+	}
+	return l, nil
+}
+
+// closeLocker closes l and keeps the first error.
+func closeLocker(l lease.Locker, err *error) {
+	if cerr := l.Close(); cerr != nil && *err == nil {
+		*err = fmt.Errorf("closing the store: %w", cerr)
+	}
+}

@@ -1,0 +1,120 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/leasekit/lease"
+)
+
+// leaseJSON is how status and list print a tenure with --json.
+type leaseJSON struct {
+	Name  string `json:"name"`
+	Held  bool   `json:"held"`
+	Owner string `json:"owner,omitempty"`
+	Token uint64 `json:"token,omitempty"`
+	// Expires is the store's expiry time, RFC 3339.
+	Expires string `json:"expires,omitempty"`
+	// RemainingMS is Expires minus this machine's clock, in milliseconds.
+	RemainingMS int64 `json:"remaining_ms,omitempty"`
+}
+
+func toJSON(l lease.Lease, now time.Time) leaseJSON {
+	return leaseJSON{
+		Name:        l.Name,
+		Held:        true,
+		Owner:       l.Owner,
+		Token:       l.Token,
+		Expires:     l.Expires.UTC().Format(time.RFC3339Nano),
+		RemainingMS: remaining(l, now).Milliseconds(),
+	}
+}
+
+// remaining is how long l has left, reading Expires (the store's clock)
+// against this machine's clock: good enough for people.
+func remaining(l lease.Lease, now time.Time) time.Duration {
+	d := l.Expires.Sub(now)
+	if d < 0 {
+		d = 0
+	}
+	return d
+}
+
+// status is "lease status [--json] NAME".
+func (g *globals) status(ctx context.Context, args []string) (err error) {
+	fs := g.flags("status", "status [--json] NAME\n\nShows who holds NAME, its token and how long it has left. Exits 3 when nobody holds it.")
+	asJSON := fs.Bool("json", false, "print a JSON object")
+	if err := fs.Parse(args); err != nil {
+		return parseError(err)
+	}
+	if fs.NArg() != 1 {
+		return usageErrorf("status takes one NAME, got %d arguments", fs.NArg())
+	}
+	name := fs.Arg(0)
+	if err := lease.CheckName(name); err != nil {
+		return usageErrorf("%v", err)
+	}
+	l, err := g.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeLocker(l, &err)
+
+	got, err := l.Inspect(ctx, name)
+	held := err == nil
+	if err != nil && !errors.Is(err, lease.ErrNotHeld) {
+		return err
+	}
+	now := time.Now()
+	if *asJSON {
+		v := leaseJSON{Name: name}
+		if held {
+			v = toJSON(got, now)
+		}
+		if err := writeJSON(g.stdout, v); err != nil {
+			return err
+		}
+	} else if held {
+		fmt.Fprintf(g.stdout, "%s: held by %s, token %d, %s left (expires %s)\n",
+			quoteName(name), got.Owner, got.Token, roundDuration(remaining(got, now)), got.Expires.Local().Format(time.RFC3339))
+	} else {
+		fmt.Fprintf(g.stdout, "%s: not held\n", quoteName(name))
+	}
+	if !held {
+		return &exitError{code: exitNotHeld}
+	}
+	return nil
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// quoteName shows a name as is when it is plain, quoted when it holds
+// spaces or control characters.
+func quoteName(name string) string {
+	for _, r := range name {
+		if r <= ' ' || r == '"' || r == 0x7f {
+			return fmt.Sprintf("%q", name)
+		}
+	}
+	return name
+}
+
+// roundDuration rounds d for people: to the second above a minute, to the
+// millisecond below.
+func roundDuration(d time.Duration) time.Duration {
+	if d >= time.Minute {
+		return d.Round(time.Second)
+	}
+	if d >= time.Second {
+		return d.Round(100 * time.Millisecond)
+	}
+	return d.Round(time.Millisecond)
+}
