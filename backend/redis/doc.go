@@ -1,0 +1,83 @@
+// Package redislease keeps leases in Redis, over
+// github.com/redis/go-redis/v9. Its directory is backend/redis; the
+// package is named redislease so that it does not clash with go-redis's
+// package redis, which its users import alongside it.
+//
+// Use New with your own redis.UniversalClient (single node, Sentinel
+// failover or Cluster; Close leaves it open), or Open with a URL (the
+// Locker owns that client). Importing the package registers the "redis"
+// and "rediss" schemes with lease.Open:
+//
+//	import _ "github.com/leasekit/lease/backend/redis"
+//	l, err := lease.Open(ctx, "redis://127.0.0.1:6379/0?prefix=myapp:lease:")
+//
+// # URL query parameters
+//
+//	prefix              key prefix (default "lease:"); no '{' or '}'
+//	protocol            RESP version, 2 or 3 (go-redis option)
+//	client_name         CLIENT SETNAME of each connection
+//	max_retries         retries of a failed command (-1: none)
+//	dial_timeout        e.g. 5s
+//	read_timeout        e.g. 3s (-1: none)
+//	write_timeout       e.g. 3s (-1: none)
+//	pool_size           most connections (default 10 per CPU)
+//	pool_timeout        wait for a free connection
+//	min_idle_conns      connections kept open
+//	max_idle_conns      idle connections kept at most
+//	conn_max_idle_time  close connections idle this long
+//	conn_max_lifetime   close connections this old
+//	skip_verify         rediss only: do not verify the server certificate
+//
+// The user, password and database number come from the URL as in
+// redis.ParseURL (redis://user:password@host:6379/3). Any other parameter
+// is an error matching lease.ErrInvalid. For Sentinel or Cluster, build the
+// client yourself and use New.
+//
+// # Keys
+//
+// Each name has two keys that share one Redis Cluster hash slot:
+//
+//	<prefix>{<base64url(sha256(name))>}:lease  hash of name, owner, token; expires by PEXPIRE
+//	<prefix>{<base64url(sha256(name))>}:token  the name's last token; never expires
+//
+// The hash tag is a digest, so any name (braces, NUL, 1024 bytes) gives one
+// fixed-length key pair; the full name is stored in the lease hash and
+// checked by every script. Token counters stay after their leases end (one
+// small key per name ever used), since they are what keeps tokens growing.
+//
+// # Round trips, clock and tokens
+//
+// Acquire, Renew, Release, Inspect and ForceRelease each run one Lua
+// script (acquire.lua, renew.lua, release.lua, inspect.lua,
+// force_release.lua in this directory) as one EVALSHA: one round trip, or
+// two the first time a server lacks the script (EVALSHA, then EVAL). Open
+// loads them up front.
+//
+// Expiry is Redis's own: the lease key's PEXPIRE, with the ttl rounded up
+// to whole milliseconds. Lease.Expires and HeldError.Remaining come from
+// the server's TIME and the key's PTTL, never from this process's clock.
+//
+// A new tenure's token is max(counter+1, server TIME in microseconds), and
+// the counter is set to it in the same script. So tokens grow even when the
+// counter is lost (a restart without persistence, FLUSHALL, a failover to
+// a replica that missed the write), as long as the server clock does not
+// go back past the lost tokens: they were at most the clock of their own
+// time, unless a single name saw over a million tenures per second.
+// Tokens are about 1.8e15 today and stay below 2^53 until the year 2255.
+//
+// # Failover
+//
+// Redis replication is asynchronous: after a failover the new primary may
+// lack a tenure the old one granted, and grant the name again. The tokens
+// still grow (see above), so a fenced write from the old holder is
+// rejected, but two holders may briefly both believe they hold the lease.
+// Where that matters, use a store with consensus (etcd) instead.
+//
+// # Errors
+//
+// A failure of the request (refused connection, timeout, READONLY replica,
+// a script error, a lease key overwritten by something else) is returned
+// wrapped with %w and matches none of the lease sentinels. An Acquire that
+// failed that way may have succeeded: retry it with the same owner, which
+// is safe since a re-entrant Acquire keeps the token.
+package redislease

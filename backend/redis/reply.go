@@ -1,0 +1,116 @@
+package redislease
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/leasekit/lease"
+)
+
+// reply is the array a script returns: integers and bulk strings.
+type reply []interface{}
+
+func asReply(v interface{}, minLen int) (reply, error) {
+	r, ok := v.([]interface{})
+	if !ok || len(r) < minLen {
+		return nil, fmt.Errorf("unexpected script reply %#v", v)
+	}
+	return reply(r), nil
+}
+
+// str returns element i as a string; integers are formatted in decimal.
+func (r reply) str(i int) (string, error) {
+	switch v := r[i].(type) {
+	case string:
+		return v, nil
+	case int64:
+		return strconv.FormatInt(v, 10), nil
+	}
+	return "", fmt.Errorf("unexpected element %d of script reply: %#v", i, r[i])
+}
+
+// int returns element i as an integer.
+func (r reply) int(i int) (int64, error) {
+	s, err := r.str(i)
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("element %d of script reply: %w", i, err)
+	}
+	return n, nil
+}
+
+// token returns element i as a fencing token: a positive decimal integer.
+func (r reply) token(i int) (uint64, error) {
+	s, err := r.str(i)
+	if err != nil {
+		return 0, err
+	}
+	t, err := strconv.ParseUint(s, 10, 64)
+	if err != nil || t == 0 {
+		return 0, fmt.Errorf("script reply holds token %q, not a positive integer", s)
+	}
+	return t, nil
+}
+
+// time returns elements i and i+1, the seconds and microseconds of the
+// server's TIME, as a time.Time.
+func (r reply) time(i int) (time.Time, error) {
+	sec, err := r.int(i)
+	if err != nil {
+		return time.Time{}, err
+	}
+	usec, err := r.int(i + 1)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return time.Unix(sec, usec*1000), nil
+}
+
+// remaining returns element i, a PTTL in milliseconds, as a duration. A
+// lease key without expiry (PTTL -1) was written by something other than
+// this package: it is reported as an error rather than as a tenure.
+func (r reply) remaining(i int) (time.Duration, error) {
+	ms, err := r.int(i)
+	if err != nil {
+		return 0, err
+	}
+	switch {
+	case ms < 0:
+		return 0, fmt.Errorf("lease key has no expiry (PTTL %d): it was not written by this package", ms)
+	case ms == 0:
+		// Redis keeps a key until its expiry time has passed: with less
+		// than a millisecond left PTTL says 0, but the tenure still holds.
+		return time.Millisecond, nil
+	}
+	return time.Duration(ms) * time.Millisecond, nil
+}
+
+// tenure parses the {1, name, owner, token, pttl, time_s, time_us} reply of
+// inspect.lua and force_release.lua.
+func (r reply) tenure() (lease.Lease, error) {
+	name, err := r.str(1)
+	if err != nil {
+		return lease.Lease{}, err
+	}
+	owner, err := r.str(2)
+	if err != nil {
+		return lease.Lease{}, err
+	}
+	token, err := r.token(3)
+	if err != nil {
+		return lease.Lease{}, err
+	}
+	left, err := r.remaining(4)
+	if err != nil {
+		return lease.Lease{}, err
+	}
+	now, err := r.time(5)
+	if err != nil {
+		return lease.Lease{}, err
+	}
+	return lease.Lease{Name: name, Owner: owner, Token: token, Expires: now.Add(left)}, nil
+}

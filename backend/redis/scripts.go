@@ -1,0 +1,31 @@
+package redislease
+
+import (
+	_ "embed" // the Lua scripts below
+
+	"github.com/redis/go-redis/v9"
+)
+
+// One Lua script per operation, each run as a single EVALSHA (EVAL when
+// the server's script cache lacks it). Read the .lua files for what each
+// does to the keys.
+var (
+	//go:embed acquire.lua
+	acquireSrc string
+	//go:embed renew.lua
+	renewSrc string
+	//go:embed release.lua
+	releaseSrc string
+	//go:embed inspect.lua
+	inspectSrc string
+	//go:embed force_release.lua
+	forceReleaseSrc string
+
+	acquireScript      = redis.NewScript(acquireSrc)
+	renewScript        = redis.NewScript(renewSrc)
+	releaseScript      = redis.NewScript(releaseSrc)
+	inspectScript      = redis.NewScript(inspectSrc)
+	forceReleaseScript = redis.NewScript(forceReleaseSrc)
+
+	allScripts = []*redis.Script{acquireScript, renewScript, releaseScript, inspectScript, forceReleaseScript}
+)
