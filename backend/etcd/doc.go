@@ -1,0 +1,88 @@
+// Package etcdlease is a lease.Locker on etcd v3. The package lives in the
+// directory backend/etcd but is named etcdlease so that it does not clash
+// with etcd's own packages (clientv3, embed, ...) in the files that import
+// both.
+//
+// # Data model
+//
+// A tenure of a name is one key, prefix+name (prefix defaults to "lease/",
+// see WithPrefix), whose value is the owner, attached to an etcd lease
+// with the tenure's TTL. The name is stored as its raw bytes (etcd keys
+// are arbitrary bytes, and the Locker keeps no other keys under its
+// prefix), so distinct names never collide and List is one prefix scan.
+//
+// The Token is the key's create revision: etcd's revision counter is
+// cluster-wide and never goes back, so every new tenure of a name gets a
+// larger Token than all earlier ones. Renew and a re-entrant Acquire
+// rewrite the existing key, which keeps its create revision.
+//
+// Every write is one transaction that compares the key's create revision
+// (the Token) and value (the owner) before it changes anything. Unlike
+// concurrency.Mutex.Unlock, which deletes its key unconditionally (etcd
+// issue 22082), a Release or Renew that is retried, or comes from a holder
+// that lost its tenure, can never touch a later tenure: it returns an
+// error matching lease.ErrLost and changes nothing.
+//
+// # Time
+//
+// etcd judges expiry: the leader's lessor revokes an expired etcd lease,
+// which deletes the key. It checks for expired leases about every 500ms,
+// so a tenure can outlive its TTL by up to about half a second (plus a
+// consensus round); until its key is deleted it is still held, for
+// Inspect, Acquire and Renew alike.
+//
+// etcd leases have whole-second TTLs and a minimum of 1.5 election
+// timeouts rounded up to whole seconds (2s with etcd's default 1s
+// election timeout). A Locker asks for the ttl rounded up to whole
+// seconds, and etcd may raise it to its minimum; the tenure never ends
+// earlier than asked. A Lease's Deadline still comes from the requested
+// ttl: lease.DeadlineFrom(start, ttl), with start read before the first
+// request.
+//
+// etcd has no clock a client can read, so Expires is approximate on etcd.
+// On a Lease returned by Acquire or Renew it is this process's clock
+// before the first request plus the granted TTL: the earliest the tenure
+// can end. Inspect, List and HeldError.Remaining ask etcd how long the
+// tenure's lease has left; etcd answers in whole seconds, truncated, and
+// the Locker adds half a second, so they are within half a second of the
+// truth, translated to this process's clock.
+//
+// # Round trips
+//
+//	Acquire, free name or new tenure    2  (LeaseGrant, Txn)
+//	Acquire, re-entrant                 3  (LeaseGrant, Txn, LeaseRevoke of the old lease)
+//	Acquire, held by another owner      4  (LeaseGrant, Txn, LeaseTimeToLive, LeaseRevoke)
+//	Renew                               3  (LeaseGrant, Txn, LeaseRevoke of the old lease)
+//	Renew of a lost tenure              3  (LeaseGrant, Txn, LeaseRevoke of the new lease)
+//	Release                             2  (Txn, LeaseRevoke)
+//	Release of a lost tenure            1  (Txn)
+//	Inspect                             2  (Range, LeaseTimeToLive); 1 when free
+//	List                                1 + one LeaseTimeToLive per tenure
+//	ForceRelease                        3  (DeleteRange, LeaseTimeToLive, LeaseRevoke)
+//
+// Renew grants a new etcd lease rather than sending a keep-alive, so that
+// any ttl can be set and the change is owner-checked in one transaction.
+// No etcd lease outlives its tenure: Release, Renew and re-entrant
+// Acquire revoke the lease they leave behind, and a refused Acquire or
+// Renew revokes the one it granted. The exceptions are failures without
+// an answer: if a transaction's reply is lost, the lease it may or may not
+// have attached is left to expire after its TTL, since revoking it could
+// end a tenure whose holder still trusts its Deadline.
+//
+// # URLs
+//
+// Importing the package registers the "etcd" scheme with lease.Open:
+//
+//	etcd://[user:password@]host:port[,host:port...][?prefix=P&dial_timeout=D]
+//
+// The user and password, if given, are etcd's authentication. The query
+// parameters are:
+//
+//	prefix        the key prefix (default "lease/"); must not be empty
+//	dial_timeout  how long the client waits to connect, a Go duration such
+//	              as 5s (default 5s)
+//
+// Any other parameter is an error. The Locker that Open returns owns its
+// client and closes it on Close; one made by New with the caller's client
+// never closes it.
+package etcdlease

@@ -1,0 +1,42 @@
+package etcdlease
+
+import (
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/leasekit/lease/internal/etcdtest"
+	"go.uber.org/goleak"
+)
+
+// testEndpoints are the endpoints of the etcd server the package's tests
+// share: LEASE_TEST_ETCD's, or an embedded server started by TestMain.
+var testEndpoints []string
+
+// TestMain shares one etcd server among the tests and, after stopping it,
+// checks that no goroutine (of the Lockers, the clients or the embedded
+// servers) outlived the tests.
+func TestMain(m *testing.M) {
+	code := run(m)
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak: goroutines outlived the tests:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+func run(m *testing.M) int {
+	testEndpoints = etcdtest.External()
+	if testEndpoints == nil {
+		srv, err := etcdtest.Start()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "etcdtest:", err)
+			return 1
+		}
+		defer srv.Close()
+		testEndpoints = srv.Endpoints()
+	}
+	return m.Run()
+}
