@@ -83,6 +83,10 @@ func FromContext(ctx context.Context) (Lease, bool) {
 // lease was lost while fn ran or found lost at release, and with the
 // release's error when the store failed then. A store error while
 // acquiring is returned as it is: it does not match ErrHeld.
+//
+// Run starts one goroutine, for renewals, and returns only after it has
+// ended; renewals are called with a context that ends at the lease's
+// Deadline, so Run's return waits on a Locker only if it ignores contexts.
 func Run(ctx context.Context, l Locker, name string, ttl time.Duration, fn func(ctx context.Context) error, opts ...RunOption) (err error) {
 	cfg := runConfig{}
 	for _, o := range opts {

@@ -1,0 +1,73 @@
+// Package lease keeps a piece of work to one holder at a time across
+// processes and machines, on a store you already run: SQLite, PostgreSQL,
+// MySQL/MariaDB, Redis or etcd (see the backend directory), or in memory
+// for tests.
+//
+// Most programs call Run:
+//
+//	err := lease.Run(ctx, locker, "nightly-report", time.Minute, func(ctx context.Context) error {
+//		l, _ := lease.FromContext(ctx)
+//		return report.Generate(ctx, l.Token) // stops when ctx is cancelled
+//	})
+//	if errors.Is(err, lease.ErrHeld) {
+//		// another instance is running it
+//	}
+//
+// # The contract
+//
+// Every Locker in this module keeps these promises, and the conformance
+// package checks each of them:
+//
+//  1. Acquire succeeds when the name is free, released or expired, and
+//     starts a new tenure whose Token is strictly greater than every token
+//     that name has had on that store.
+//  2. Acquire is re-entrant: by the owner that holds an unexpired tenure it
+//     succeeds with the same Token and moves expiry to now+ttl, so retrying
+//     after an ambiguous network failure is safe.
+//  3. When another owner holds an unexpired tenure, Acquire returns an
+//     error matching ErrHeld; errors.As gives a *HeldError with the holder
+//     and the remaining time.
+//  4. Renew extends only the same tenure (owner and Token) while it is
+//     unexpired, to now+ttl, keeping the Token; otherwise it returns
+//     ErrLost. It never revives an expired tenure and never touches
+//     another owner's.
+//  5. Release ends an intact tenure and returns nil; if the tenure had
+//     expired, was released or was taken over it returns ErrLost and
+//     changes nothing. ErrLost at release is how a caller learns that
+//     exclusivity may have been broken.
+//  6. Inspect returns the current unexpired tenure, or ErrNotHeld.
+//  7. Expiry is judged by the store's clock, never the application's.
+//     Lease.Deadline is conservative: the local monotonic time read before
+//     the request was sent, plus the ttl, minus DriftMargin, so a holder
+//     always believes it has lost the lease before the store can give it to
+//     anyone else.
+//  8. A name is any non-empty UTF-8 string of up to 1024 bytes (spaces,
+//     slashes, braces, colons, NUL, any Unicode: distinct names never share
+//     a lease); an owner is non-empty UTF-8 of up to 255 bytes; a ttl is
+//     between MinTTL and MaxTTL. Anything else is an error matching
+//     ErrInvalid that names the problem, and nothing reaches the store.
+//  9. A store that is unreachable, a cancelled context, a driver error:
+//     returned wrapped with %w, never disguised as ErrHeld or ErrLost, so a
+//     caller can always tell "someone else holds it" from "the store is
+//     down".
+//  10. Of any number of concurrent Acquires of a free name, exactly one
+//     wins.
+//
+// # What a lease guarantees, and what it cannot
+//
+// A lease is a promise about time. If the holder pauses (a garbage
+// collection, a stopped VM, a partition) for longer than its ttl, the store
+// hands the lease to someone else while the first holder may still be
+// about to write. Deadline and Run make the holder stop on time when it is
+// running; nothing can stop a process that is not. That is what the
+// fencing Token is for: pass it with every write to the systems the work
+// changes, and have them refuse a token older than the newest they have
+// seen (see examples/fencing). With fencing, a paused holder's late write
+// is rejected instead of corrupting data.
+//
+// # Backends
+//
+// Import the backend you use; the root package imports no driver. Each
+// backend registers URL schemes with Register, so Open picks one by URL
+// (import github.com/leasekit/lease/backend/all for all of them).
+package lease

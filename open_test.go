@@ -1,0 +1,38 @@
+package lease_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/leasekit/lease"
+	_ "github.com/leasekit/lease/backend/memory"
+)
+
+func TestOpen(t *testing.T) {
+	ctx := context.Background()
+	l, err := lease.Open(ctx, "mem://")
+	if err != nil {
+		t.Fatalf("Open(mem://): %v", err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for url, mention := range map[string]string{
+		"etcd://127.0.0.1:2379":    `import _ "github.com/leasekit/lease/backend/etcd"`,
+		"nosuch://x":               `unknown backend scheme "nosuch"`,
+		"/var/lib/lease.db":        "has no scheme",
+		"mem://?prefix=x":          `"prefix"`,
+		"mem://host":               "takes no host",
+		"postgres://u:secret@h/db": "backend/sql",
+	} {
+		_, err := lease.Open(ctx, url)
+		if !errors.Is(err, lease.ErrInvalid) || !strings.Contains(err.Error(), mention) {
+			t.Errorf("Open(%q) = %v, want ErrInvalid mentioning %s", url, err, mention)
+		}
+		if err != nil && strings.Contains(err.Error(), "secret") {
+			t.Errorf("Open(%q) error shows the password: %v", url, err)
+		}
+	}
+}

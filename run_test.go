@@ -1,0 +1,232 @@
+package lease_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/backend/memory"
+)
+
+var errStore = errors.New("store is down")
+
+// flaky wraps a Locker with injected failures.
+type flaky struct {
+	lease.Locker
+	renewFailures atomic.Int32 // Renew fails with errStore this many times
+	renewHang     bool         // Renew blocks until its context ends, like an unreachable store
+	releaseErr    error
+	releases      atomic.Int32
+}
+
+func (f *flaky) Renew(ctx context.Context, l lease.Lease, ttl time.Duration) (lease.Lease, error) {
+	if f.renewHang {
+		<-ctx.Done()
+		return lease.Lease{}, ctx.Err()
+	}
+	if f.renewFailures.Add(-1) >= 0 {
+		return lease.Lease{}, errStore
+	}
+	return f.Locker.Renew(ctx, l, ttl)
+}
+
+func (f *flaky) Release(ctx context.Context, l lease.Lease) error {
+	f.releases.Add(1)
+	if f.releaseErr != nil {
+		return f.releaseErr
+	}
+	return f.Locker.Release(ctx, l)
+}
+
+func mustBeFree(t *testing.T, l lease.Locker, name string) {
+	t.Helper()
+	if got, err := l.Inspect(context.Background(), name); !errors.Is(err, lease.ErrNotHeld) {
+		t.Fatalf("Inspect(%q) = %v, %v; want ErrNotHeld", name, got, err)
+	}
+}
+
+func TestRunPropagatesFnErrorAndReleases(t *testing.T) {
+	l := memory.New()
+	boom := errors.New("boom")
+	err := lease.Run(context.Background(), l, "job", time.Second, func(context.Context) error { return boom })
+	if !errors.Is(err, boom) || errors.Is(err, lease.ErrLost) {
+		t.Fatalf("Run = %v, want fn's error alone", err)
+	}
+	mustBeFree(t, l, "job")
+}
+
+func TestRunReleasesAndRepanicsWhenFnPanics(t *testing.T) {
+	l := memory.New()
+	defer func() {
+		if r := recover(); r != "kaboom" {
+			t.Fatalf("recovered %v, want the panic to go on", r)
+		}
+		mustBeFree(t, l, "job")
+	}()
+	_ = lease.Run(context.Background(), l, "job", time.Second, func(context.Context) error { panic("kaboom") })
+	t.Fatal("Run returned after fn panicked")
+}
+
+func TestRunWithoutRenewalCancelsAtTheDeadline(t *testing.T) {
+	l := memory.New()
+	var cause error
+	err := lease.Run(context.Background(), l, "job", 100*time.Millisecond, func(ctx context.Context) error {
+		<-ctx.Done()
+		cause = context.Cause(ctx)
+		held, _ := lease.FromContext(ctx)
+		if time.Now().Before(held.Deadline) {
+			t.Errorf("fn's context ended %s before the Deadline", time.Until(held.Deadline))
+		}
+		return nil
+	}, lease.WithoutRenewal())
+	if !errors.Is(cause, lease.ErrLost) || !errors.Is(err, lease.ErrLost) {
+		t.Fatalf("cause %v, Run %v; want both to match ErrLost", cause, err)
+	}
+}
+
+func TestRunRetriesTransientRenewalFailures(t *testing.T) {
+	f := &flaky{Locker: memory.New()}
+	f.renewFailures.Store(2)
+	err := lease.Run(context.Background(), f, "job", 300*time.Millisecond, func(ctx context.Context) error {
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-time.After(time.Second):
+			return nil
+		}
+	}, lease.WithRenewEvery(60*time.Millisecond))
+	if err != nil {
+		t.Fatalf("Run = %v; two failed renewals well within the ttl must not lose the lease", err)
+	}
+}
+
+func TestRunCancelsWhenRenewalHangsPastTheDeadline(t *testing.T) {
+	f := &flaky{Locker: memory.New(), renewHang: true}
+	err := lease.Run(context.Background(), f, "job", 150*time.Millisecond, func(ctx context.Context) error {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(5 * time.Second):
+			return errors.New("fn's context outlived the Deadline while a renewal hung")
+		}
+	})
+	if !errors.Is(err, lease.ErrLost) {
+		t.Fatalf("Run = %v, want ErrLost", err)
+	}
+	if !strings.Contains(err.Error(), "deadline passed") {
+		t.Fatalf("Run = %v, want it to say the deadline passed", err)
+	}
+}
+
+func TestRunReportsReleaseFailureWithoutHidingFnResult(t *testing.T) {
+	f := &flaky{Locker: memory.New(), releaseErr: errStore}
+	boom := errors.New("boom")
+	err := lease.Run(context.Background(), f, "job", time.Second, func(context.Context) error { return boom })
+	if !errors.Is(err, boom) || !errors.Is(err, errStore) {
+		t.Fatalf("Run = %v, want both fn's error and the release error", err)
+	}
+	if errors.Is(err, lease.ErrLost) || errors.Is(err, lease.ErrHeld) {
+		t.Fatalf("Run = %v: a store failure at release is not a lost lease", err)
+	}
+}
+
+func TestRunReportsLeaseFoundLostAtRelease(t *testing.T) {
+	clock := memory.NewManualClock(time.Now())
+	l := memory.New(memory.WithClock(clock))
+	err := lease.Run(context.Background(), l, "job", time.Minute, func(ctx context.Context) error {
+		clock.Advance(2 * time.Minute) // the store expires the tenure under fn
+		return nil
+	}, lease.WithoutRenewal())
+	if !errors.Is(err, lease.ErrLost) {
+		t.Fatalf("Run = %v, want ErrLost: exclusivity may have been broken", err)
+	}
+}
+
+func TestRunWaitsForABusyLease(t *testing.T) {
+	l := memory.New()
+	held, err := l.Acquire(context.Background(), "job", "other", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.AfterFunc(100*time.Millisecond, func() { _ = l.Release(context.Background(), held) })
+	ran := false
+	err = lease.Run(context.Background(), l, "job", time.Second, func(context.Context) error { ran = true; return nil }, lease.WithWait(5*time.Second))
+	if err != nil || !ran {
+		t.Fatalf("Run = %v, ran = %v; want it to wait for the release and run", err, ran)
+	}
+}
+
+func TestRunGivesUpWaitingWithTheHeldError(t *testing.T) {
+	l := memory.New()
+	if _, err := l.Acquire(context.Background(), "job", "other", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	err := lease.Run(context.Background(), l, "job", time.Second, func(context.Context) error { return nil }, lease.WithWait(150*time.Millisecond))
+	var he *lease.HeldError
+	if !errors.As(err, &he) || he.Owner != "other" {
+		t.Fatalf("Run = %v, want the *HeldError naming the holder", err)
+	}
+	if waited := time.Since(start); waited < 150*time.Millisecond {
+		t.Fatalf("Run gave up after %s, before the wait of 150ms", waited)
+	}
+}
+
+func TestRunWaitingEndsWithTheContext(t *testing.T) {
+	l := memory.New()
+	if _, err := l.Acquire(context.Background(), "job", "other", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	err := lease.Run(ctx, l, "job", time.Second, func(context.Context) error { return nil }, lease.WithWait(time.Hour))
+	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, lease.ErrHeld) {
+		t.Fatalf("Run = %v, want the context's error (and not ErrHeld)", err)
+	}
+}
+
+func TestRunMinHoldKeepsTheLeaseAfterFnReturns(t *testing.T) {
+	l := memory.New()
+	done := make(chan error, 1)
+	go func() {
+		done <- lease.Run(context.Background(), l, "job", 100*time.Millisecond, func(context.Context) error { return nil }, lease.WithMinHold(400*time.Millisecond))
+	}()
+	time.Sleep(250 * time.Millisecond) // past fn's end and past one ttl: renewals must go on
+	if _, err := l.Inspect(context.Background(), "job"); err != nil {
+		t.Fatalf("Inspect during the min-hold = %v, want the lease still held", err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	mustBeFree(t, l, "job")
+}
+
+func TestRunRejectsBadArguments(t *testing.T) {
+	l := memory.New()
+	fn := func(context.Context) error { return nil }
+	for what, err := range map[string]error{
+		"nil fn":            lease.Run(context.Background(), l, "job", time.Second, nil),
+		"nil locker":        lease.Run(context.Background(), nil, "job", time.Second, fn),
+		"renew after ttl":   lease.Run(context.Background(), l, "job", time.Second, fn, lease.WithRenewEvery(time.Second)),
+		"empty name":        lease.Run(context.Background(), l, "", time.Second, fn),
+		"zero ttl":          lease.Run(context.Background(), l, "job", 0, fn),
+		"negative min-hold": lease.Run(context.Background(), l, "job", time.Second, fn, lease.WithMinHold(-1)),
+	} {
+		if !errors.Is(err, lease.ErrInvalid) {
+			t.Errorf("Run with %s = %v, want ErrInvalid", what, err)
+		}
+	}
+}
+
+func TestRunPassesStoreErrorsFromAcquire(t *testing.T) {
+	l := memory.New()
+	_ = l.Close()
+	err := lease.Run(context.Background(), l, "job", time.Second, func(context.Context) error { return nil })
+	if !errors.Is(err, lease.ErrClosed) || errors.Is(err, lease.ErrHeld) {
+		t.Fatalf("Run on a closed store = %v, want ErrClosed and not ErrHeld", err)
+	}
+}
