@@ -9,12 +9,18 @@
 // It imports, for their side effects:
 //
 //	backend/memory  mem://
+//	backend/redis   redis://, rediss://
+//	backend/etcd    etcd://
 //
 // A program that needs one store should import only that backend's
 // package: each pulls in its own client library.
 package all
 
 import (
+	// Register the "etcd" scheme.
+	_ "github.com/leasekit/lease/backend/etcd"
 	// Register the "mem" scheme.
 	_ "github.com/leasekit/lease/backend/memory"
+	// Register the "redis" and "rediss" schemes.
+	_ "github.com/leasekit/lease/backend/redis"
 )
