@@ -1,0 +1,41 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// Mistakes get one "lease: ..." line and exit 2; never a stack trace.
+func TestUsageErrors(t *testing.T) {
+	db := sqliteURL(t)
+	for _, args := range [][]string{
+		{"bogus"},
+		{"run"},
+		{"run", "name"},
+		{"run", "name", "--ttl", "5s", "--", "true"},
+		{"run", "--ttl", "-1s", "name", "--", "true"},
+		{"run", "--renew-every", "1m", "--ttl", "30s", "name", "--", "true"},
+		{"run", "--conflict-exit-code", "300", "name", "--", "true"},
+		{"status"},
+		{"release", "name"},
+		{"list", "a", "b"},
+		{"check", "mem://"},
+		{"--backend", "nosuchscheme://x", "status", "name"},
+		{"--backend", "://", "status", "name"},
+		{"--backend", db + "?nosuchoption=1", "status", "name"},
+	} {
+		res := runLease(t, nil, args...)
+		lines := strings.Split(strings.TrimSpace(res.stderr), "\n")
+		if res.code != exitUsage || len(lines) != 1 || !strings.HasPrefix(lines[0], "lease: ") {
+			t.Errorf("lease %s: want exit 2 and one line \"lease: ...\" on stderr\n%s", strings.Join(args, " "), res)
+		}
+	}
+}
+
+func TestUnreachableStoreIsOneLine(t *testing.T) {
+	res := runLease(t, nil, "--backend", "redis://127.0.0.1:1/0", "status", "name")
+	lines := strings.Split(strings.TrimSpace(res.stderr), "\n")
+	if res.code != exitFailure || len(lines) != 1 || !strings.HasPrefix(lines[0], "lease: ") {
+		t.Errorf("status on an unreachable store: want exit 1 and one line\n%s", res)
+	}
+}
