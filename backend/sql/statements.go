@@ -1,0 +1,61 @@
+package sqllease
+
+import "strings"
+
+// queries holds one dialect's statements for one table. Each operation is
+// one statement; every "now" in it is the database's clock, read once per
+// statement (see nowExpr), so the application's clock never judges expiry.
+//
+// Argument order, for the dialects with numbered parameters:
+//
+//	acquire      key, name, owner, ttl ms, host  -> owner, token, expires_at, now
+//	renew        key, owner, token, ttl ms       -> expires_at (MySQL: LAST_INSERT_ID)
+//	release      key, owner, token               -> rows affected
+//	inspect      key                             -> owner, token, expires_at
+//	list         prefix length, prefix           -> name, owner, token, expires_at
+//	forceRelease key                             -> owner, token, expires_at
+//	cleanup      age ms                          -> rows affected
+type queries struct {
+	acquire, renew, release, inspect, list, listAll, forceRelease, cleanup string
+
+	// MySQL only.
+	acquireUpsert string // acquire without RETURNING, for MySQL 8
+	acquireRead   string // key -> owner, token, expires_at, now
+	forceSelect   string // key -> owner, token, now (locks the row)
+	forceUpdate   string // key, token -> rows affected
+
+	// exists asks the catalog whether the table exists.
+	exists string
+}
+
+// nowExpr is each dialect's "now" in epoch milliseconds by the database's
+// clock. SQLite and MySQL fix "now" for the whole statement; PostgreSQL's
+// clock_timestamp() moves within one, so its statements read it once in a
+// MATERIALIZED CTE named n.
+var nowExpr = map[Dialect]string{
+	SQLite:     `CAST(unixepoch('subsec')*1000 AS INTEGER)`,
+	PostgreSQL: `floor(extract(epoch FROM clock_timestamp())*1000)::bigint`,
+	// UTC_TIMESTAMP does not depend on the session time_zone, and
+	// TIMESTAMPDIFF between two DATETIMEs is plain arithmetic, so neither
+	// an odd time_zone nor a DST change moves this value (unlike
+	// UNIX_TIMESTAMP(NOW(3))).
+	MySQL: `(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000)`,
+}
+
+func buildQueries(d Dialect, table string) *queries {
+	var q queries
+	switch d {
+	case SQLite:
+		q = sqliteQueries
+	case PostgreSQL:
+		q = postgresQueries
+	case MySQL:
+		q = mysqlQueries
+	}
+	r := strings.NewReplacer("{T}", table, "{NOW}", nowExpr[d])
+	for _, s := range []*string{&q.acquire, &q.renew, &q.release, &q.inspect, &q.list, &q.listAll,
+		&q.forceRelease, &q.cleanup, &q.acquireUpsert, &q.acquireRead, &q.forceSelect, &q.forceUpdate} {
+		*s = r.Replace(*s)
+	}
+	return &q
+}

@@ -1,0 +1,56 @@
+package sqllease
+
+// mysqlAcquireUpsert is the MySQL/MariaDB takeover statement: insert the
+// row, or, on a duplicate key, always update it, each column choosing
+// between the new tenure and the current one (VALUES(acquired_at) is this
+// statement's now). MySQL assigns the columns left to right and each
+// assignment sees the columns already assigned, so the columns that the
+// choice reads (owner, expires_at) are assigned last. A held name's row is
+// rewritten unchanged, so reading it back shows the holder: the caller won
+// exactly when the owner is its own.
+const mysqlAcquireUpsert = `INSERT INTO {T} (lease_key, name, owner, token, acquired_at, expires_at, host)
+VALUES (?, ?, ?, {NOW}*1000, {NOW}, {NOW} + ?, ?)
+ON DUPLICATE KEY UPDATE
+	token       = IF(expires_at <= VALUES(acquired_at), GREATEST(token + 1, VALUES(token)), token),
+	acquired_at = IF(expires_at <= VALUES(acquired_at), VALUES(acquired_at), acquired_at),
+	host        = IF(expires_at <= VALUES(acquired_at), VALUES(host), host),
+	owner       = IF(expires_at <= VALUES(acquired_at), VALUES(owner), owner),
+	expires_at  = IF(expires_at <= VALUES(acquired_at) OR owner = VALUES(owner), VALUES(expires_at), expires_at)`
+
+// mysqlQueries are the MySQL and MariaDB statements. Parameters are "?" in
+// order of appearance, so the code passes them per statement.
+var mysqlQueries = queries{
+	// MariaDB 10.5+: the upsert returns the row it left, in one statement.
+	acquire: mysqlAcquireUpsert + `
+RETURNING owner, token, expires_at, {NOW}`,
+
+	// MySQL 8 has no RETURNING: the upsert, then this read of the row it
+	// locked, in one transaction.
+	acquireUpsert: mysqlAcquireUpsert,
+	acquireRead:   `SELECT owner, token, expires_at, {NOW} FROM {T} WHERE lease_key = ?`,
+
+	// Args: ttl ms, key, owner, token. MySQL has no UPDATE ... RETURNING:
+	// LAST_INSERT_ID(expr) hands the new expiry back in the OK packet, and
+	// is only evaluated (so only non-zero) when the row matched, even if
+	// the expiry did not change.
+	renew: `UPDATE {T} SET expires_at = LAST_INSERT_ID({NOW} + ?)
+WHERE lease_key = ? AND owner = ? AND token = ? AND expires_at > {NOW}`,
+
+	// Args: key, owner, token. The expiry always changes (to minus now),
+	// so the row counts as affected even without CLIENT_FOUND_ROWS.
+	release: `UPDATE {T} SET expires_at = -{NOW}
+WHERE lease_key = ? AND owner = ? AND token = ? AND expires_at > {NOW}`,
+
+	inspect: `SELECT owner, token, expires_at FROM {T} WHERE lease_key = ? AND expires_at > {NOW}`,
+
+	list: `SELECT name, owner, token, expires_at FROM {T}
+WHERE expires_at > {NOW} AND LEFT(name, ?) = ? ORDER BY name`,
+
+	listAll: `SELECT name, owner, token, expires_at FROM {T} WHERE expires_at > {NOW} ORDER BY name`,
+
+	// ForceRelease is an operator's action, done in a transaction.
+	forceSelect: `SELECT owner, token, {NOW} FROM {T} WHERE lease_key = ? AND expires_at > {NOW} FOR UPDATE`,
+	forceUpdate: `UPDATE {T} SET expires_at = -{NOW} WHERE lease_key = ? AND token = ? AND expires_at > {NOW}`,
+
+	cleanup: `DELETE FROM {T} WHERE abs(expires_at) <= {NOW} - ?`,
+}
