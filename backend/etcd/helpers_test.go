@@ -77,7 +77,6 @@ func (w *wire) take() (string, int) {
 	return strings.Join(parts, " "), total
 }
 
-
 // newClient returns a client of the etcd at endpoints, closed when t ends,
 // whose requests go through w (if not nil).
 func newClient(t testing.TB, endpoints []string, w *wire) *clientv3.Client {

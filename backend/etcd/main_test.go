@@ -3,6 +3,7 @@ package etcdlease
 import (
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/leasekit/lease/internal/etcdtest"
@@ -37,6 +38,12 @@ func run(m *testing.M) int {
 		}
 		defer srv.Close()
 		testEndpoints = srv.Endpoints()
+	}
+	// The Example reads the endpoints from the environment, as a program
+	// would.
+	if err := os.Setenv("ETCD_ENDPOINTS", strings.Join(testEndpoints, ",")); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
 	}
 	return m.Run()
 }

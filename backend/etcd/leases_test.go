@@ -1,0 +1,170 @@
+package etcdlease
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/internal/etcdtest"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// leasesOf returns the etcd leases that exist on l's cluster.
+func leasesOf(t testing.TB, l *Locker) []clientv3.LeaseStatus {
+	t.Helper()
+	r, err := l.client.Leases(context.Background())
+	if err != nil {
+		t.Fatalf("list etcd leases: %v", err)
+	}
+	return r.Leases
+}
+
+// privateLocker returns a Locker on an embedded etcd server of its own,
+// always (even with LEASE_TEST_ETCD set), so that counting the cluster's
+// etcd leases counts only this test's.
+func privateLocker(t testing.TB) (*Locker, *wire) {
+	t.Helper()
+	srv, err := etcdtest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	w := newWire()
+	return New(newClient(t, srv.Endpoints(), w)), w
+}
+
+// TestNoEtcdLeaseOutlivesItsTenure counts the cluster's etcd leases
+// around every operation: each live tenure has exactly one, and none is
+// left when no tenure is.
+func TestNoEtcdLeaseOutlivesItsTenure(t *testing.T) {
+	ctx := context.Background()
+	l, _ := privateLocker(t)
+	want := func(n int, after string) {
+		t.Helper()
+		if got := len(leasesOf(t, l)); got != n {
+			t.Fatalf("after %s: %d etcd leases exist, want %d", after, got, n)
+		}
+	}
+	want(0, "start")
+
+	a, err := l.Acquire(ctx, "a", "owner-a", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want(1, "Acquire")
+	if a, err = l.Acquire(ctx, "a", "owner-a", 2*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	want(1, "re-entrant Acquire")
+	if a, err = l.Renew(ctx, a, 2*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	want(1, "Renew with the same ttl")
+	if a, err = l.Renew(ctx, a, 90*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	want(1, "Renew with another ttl")
+	if _, err := l.Acquire(ctx, "a", "owner-b", time.Minute); !errors.Is(err, lease.ErrHeld) {
+		t.Fatalf("Acquire by another owner = %v; want ErrHeld", err)
+	}
+	want(1, "a refused Acquire")
+	forged := a
+	forged.Token++
+	if _, err := l.Renew(ctx, forged, time.Minute); !errors.Is(err, lease.ErrLost) {
+		t.Fatalf("Renew with a wrong token = %v; want ErrLost", err)
+	}
+	want(1, "a refused Renew")
+	if err := l.Release(ctx, forged); !errors.Is(err, lease.ErrLost) {
+		t.Fatalf("Release with a wrong token = %v; want ErrLost", err)
+	}
+	want(1, "a refused Release")
+	if err := l.Release(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	want(0, "Release")
+
+	b, err := l.Acquire(ctx, "b", "owner-b", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want(1, "a second Acquire")
+	ended, err := l.ForceRelease(ctx, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ended.Token != b.Token || ended.Owner != "owner-b" {
+		t.Fatalf("ForceRelease returned %v; want the tenure %v", ended, b)
+	}
+	want(0, "ForceRelease")
+}
+
+// TestRoundTrips counts the requests each operation sends and holds them
+// to the numbers in the package documentation. Run with -v to see them.
+func TestRoundTrips(t *testing.T) {
+	ctx := context.Background()
+	l, w := newLocker(t)
+	name := uniqueName("round-trips")
+	check := func(op string, want int) {
+		t.Helper()
+		calls, n := w.take()
+		t.Logf("%-36s %d round trips: %s", op, n, calls)
+		if n != want {
+			t.Errorf("%s took %d round trips (%s); want %d", op, n, calls, want)
+		}
+	}
+	w.take()
+
+	a, err := l.Acquire(ctx, name, "owner-a", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("Acquire, free name", 2)
+	if a, err = l.Acquire(ctx, name, "owner-a", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	check("Acquire, re-entrant", 3)
+	if _, err := l.Acquire(ctx, name, "owner-b", time.Minute); !errors.Is(err, lease.ErrHeld) {
+		t.Fatal(err)
+	}
+	check("Acquire, held by another owner", 4)
+	if a, err = l.Renew(ctx, a, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	check("Renew", 3)
+	if _, err := l.Inspect(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	check("Inspect, held", 2)
+	if _, err := l.List(ctx, ""); err != nil {
+		t.Fatal(err)
+	}
+	check("List, one tenure", 2)
+	stale := a
+	stale.Token--
+	if _, err := l.Renew(ctx, stale, time.Minute); !errors.Is(err, lease.ErrLost) {
+		t.Fatal(err)
+	}
+	check("Renew, lost tenure", 3)
+	if err := l.Release(ctx, stale); !errors.Is(err, lease.ErrLost) {
+		t.Fatal(err)
+	}
+	check("Release, lost tenure", 1)
+	if err := l.Release(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	check("Release", 2)
+	if _, err := l.Inspect(ctx, name); !errors.Is(err, lease.ErrNotHeld) {
+		t.Fatal(err)
+	}
+	check("Inspect, free", 1)
+	if _, err := l.Acquire(ctx, name, "owner-a", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	w.take()
+	if _, err := l.ForceRelease(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	check("ForceRelease", 3)
+}

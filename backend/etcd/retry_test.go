@@ -1,0 +1,125 @@
+package etcdlease
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/leasekit/lease"
+)
+
+// TestReleaseRetryAfterLostReplyCannotDeleteNextTenure is etcd issue
+// 22082's scenario: concurrency.Mutex.Unlock deletes its key
+// unconditionally, so an Unlock retried after its reply was lost deletes
+// whatever lock another client took in between. Here A's Release is
+// applied but its reply is lost, B acquires, and A retries: the retry must
+// fail with ErrLost and leave B's tenure alone.
+func TestReleaseRetryAfterLostReplyCannotDeleteNextTenure(t *testing.T) {
+	ctx := context.Background()
+	a, wireA := newLocker(t)
+	b := New(newClient(t, testEndpoints, nil), WithPrefix(a.prefix))
+	name := uniqueName("issue-22082")
+
+	held, err := a.Acquire(ctx, name, "owner-a", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wireA.dropNext("Txn")
+	err = a.Release(ctx, held)
+	if err == nil {
+		t.Fatal("Release whose reply was lost returned nil")
+	}
+	if errors.Is(err, lease.ErrLost) || errors.Is(err, lease.ErrHeld) || errors.Is(err, lease.ErrNotHeld) {
+		t.Fatalf("a lost reply was reported as a lease outcome: %v", err)
+	}
+	if _, err := b.Inspect(ctx, name); !errors.Is(err, lease.ErrNotHeld) {
+		t.Fatalf("after A's Release was applied, Inspect = %v; want ErrNotHeld", err)
+	}
+
+	next, err := b.Acquire(ctx, name, "owner-b", time.Minute)
+	if err != nil {
+		t.Fatalf("B's Acquire after A's release: %v", err)
+	}
+	if next.Token <= held.Token {
+		t.Fatalf("B got token %d, not greater than A's %d", next.Token, held.Token)
+	}
+
+	err = a.Release(ctx, held)
+	if !errors.Is(err, lease.ErrLost) {
+		t.Fatalf("A's retried Release = %v; want ErrLost", err)
+	}
+	_, err = a.Renew(ctx, held, time.Minute)
+	if !errors.Is(err, lease.ErrLost) {
+		t.Fatalf("A's Renew after B took over = %v; want ErrLost", err)
+	}
+	got, err := b.Inspect(ctx, name)
+	if err != nil {
+		t.Fatalf("B's tenure after A's retried Release: %v", err)
+	}
+	if got.Owner != "owner-b" || got.Token != next.Token {
+		t.Fatalf("after A's retried Release, Inspect shows %v; want B's tenure %v", got, next)
+	}
+	if err := b.Release(ctx, next); err != nil {
+		t.Fatalf("B's Release: %v", err)
+	}
+}
+
+// TestAcquireRetryAfterLostReplyKeepsTheTenure: an Acquire applied whose
+// reply was lost is safe to retry: the retry is re-entrant and returns
+// the tenure the first attempt started, with its token.
+func TestAcquireRetryAfterLostReplyKeepsTheTenure(t *testing.T) {
+	ctx := context.Background()
+	l, w := privateLocker(t) // it counts the cluster's etcd leases
+	name := uniqueName("lost-acquire")
+
+	w.dropNext("Txn")
+	if _, err := l.Acquire(ctx, name, "owner-a", time.Minute); err == nil || errors.Is(err, lease.ErrHeld) {
+		t.Fatalf("Acquire whose reply was lost = %v; want a transport error", err)
+	}
+	first, err := l.Inspect(ctx, name)
+	if err != nil {
+		t.Fatalf("the lost Acquire was applied, but Inspect = %v", err)
+	}
+	got, err := l.Acquire(ctx, name, "owner-a", time.Minute)
+	if err != nil {
+		t.Fatalf("retried Acquire: %v", err)
+	}
+	if got.Token != first.Token {
+		t.Fatalf("retried Acquire got token %d; the first attempt's tenure has %d", got.Token, first.Token)
+	}
+	if err := l.Release(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	leases := leasesOf(t, l)
+	if len(leases) != 0 {
+		t.Fatalf("after Release, %d etcd leases of the tenure remain", len(leases))
+	}
+}
+
+// TestRenewAfterLostReplyKeepsTheTenure: a Renew applied whose reply was
+// lost leaves the tenure held (on the new etcd lease), and a retry
+// succeeds with the same token.
+func TestRenewAfterLostReplyKeepsTheTenure(t *testing.T) {
+	ctx := context.Background()
+	l, w := newLocker(t)
+	name := uniqueName("lost-renew")
+	held, err := l.Acquire(ctx, name, "owner-a", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.dropNext("Txn")
+	if _, err := l.Renew(ctx, held, 2*time.Minute); err == nil || errors.Is(err, lease.ErrLost) {
+		t.Fatalf("Renew whose reply was lost = %v; want a transport error", err)
+	}
+	again, err := l.Renew(ctx, held, 2*time.Minute)
+	if err != nil {
+		t.Fatalf("retried Renew: %v", err)
+	}
+	if again.Token != held.Token {
+		t.Fatalf("retried Renew changed the token from %d to %d", held.Token, again.Token)
+	}
+	if err := l.Release(ctx, again); err != nil {
+		t.Fatal(err)
+	}
+}
