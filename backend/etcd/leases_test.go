@@ -54,8 +54,8 @@ func TestNoEtcdLeaseOutlivesItsTenure(t *testing.T) {
 		t.Fatal(err)
 	}
 	want(1, "Acquire")
-	if a, err = l.Acquire(ctx, "a", "owner-a", 2*time.Minute); err != nil {
-		t.Fatal(err)
+	if again, err := l.Acquire(ctx, "a", "owner-a", 2*time.Minute); err != nil || again.Token != a.Token {
+		t.Fatalf("re-entrant Acquire = %v, %v; want token %d", again, err, a.Token)
 	}
 	want(1, "re-entrant Acquire")
 	if a, err = l.Renew(ctx, a, 2*time.Minute); err != nil {
@@ -121,8 +121,8 @@ func TestRoundTrips(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("Acquire, free name", 2)
-	if a, err = l.Acquire(ctx, name, "owner-a", time.Minute); err != nil {
-		t.Fatal(err)
+	if again, err := l.Acquire(ctx, name, "owner-a", time.Minute); err != nil || again.Token != a.Token {
+		t.Fatalf("re-entrant Acquire = %v, %v; want token %d", again, err, a.Token)
 	}
 	check("Acquire, re-entrant", 3)
 	if _, err := l.Acquire(ctx, name, "owner-b", time.Minute); !errors.Is(err, lease.ErrHeld) {
