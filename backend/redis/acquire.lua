@@ -43,7 +43,6 @@ if token < floor then
 end
 token = string.format('%.0f', token)
 
-redis.call('DEL', KEYS[1])
 redis.call('HSET', KEYS[1], 'name', ARGV[1], 'owner', ARGV[2], 'token', token)
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 return {1, token, now[1], now[2]}
