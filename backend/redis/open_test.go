@@ -1,0 +1,113 @@
+package redislease_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+
+	"github.com/leasekit/lease"
+	redislease "github.com/leasekit/lease/backend/redis"
+)
+
+func TestSchemesRegistered(t *testing.T) {
+	for _, s := range []string{"redis", "rediss"} {
+		if !slices.Contains(lease.Schemes(), s) {
+			t.Errorf("scheme %q is not registered: %v", s, lease.Schemes())
+		}
+	}
+}
+
+func TestOpenUsesURLOptions(t *testing.T) {
+	mr := miniredis.RunT(t)
+	ctx := context.Background()
+	l, err := redislease.Open(ctx, "redis://"+mr.Addr()+"/3?prefix=app%3Alease%2F&dial_timeout=2s&max_retries=1&client_name=leasetest")
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	if l.Prefix() != "app:lease/" {
+		t.Fatalf("Prefix() = %q", l.Prefix())
+	}
+	if _, err := l.Acquire(ctx, "jobs/x", "owner", time.Minute); err != nil {
+		t.Fatalf("Acquire: %v", err)
+	}
+	mr.Select(3)
+	keys := mr.Keys()
+	if len(keys) != 2 || !strings.HasPrefix(keys[0], "app:lease/{") {
+		t.Fatalf("keys in db 3: %q; want two under app:lease/", keys)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if _, err := l.Inspect(ctx, "jobs/x"); !errors.Is(err, lease.ErrClosed) {
+		t.Fatalf("Inspect after Close: %v", err)
+	}
+}
+
+func TestLeaseOpenRedis(t *testing.T) {
+	mr := miniredis.RunT(t)
+	ctx := context.Background()
+	l, err := lease.Open(ctx, "redis://"+mr.Addr()+"?prefix=x:")
+	if err != nil {
+		t.Fatalf("lease.Open: %v", err)
+	}
+	defer l.Close()
+	got, err := l.Acquire(ctx, "jobs/x", "owner", time.Minute)
+	if err != nil || got.Token == 0 {
+		t.Fatalf("Acquire: %v %v", got, err)
+	}
+}
+
+func TestOpenRefusesBadURLs(t *testing.T) {
+	mr := miniredis.RunT(t)
+	ctx := context.Background()
+	for _, raw := range []string{
+		"redis://" + mr.Addr() + "?prefx=x",             // misspelt
+		"redis://" + mr.Addr() + "?prefix=a{b}",         // hash tag in prefix
+		"redis://" + mr.Addr() + "?prefix=a&prefix=b",   // twice
+		"redis://" + mr.Addr() + "?dial_timeout=soon",   // go-redis rejects
+		"redis://" + mr.Addr() + "/notanumber",          // database
+		"http://" + mr.Addr(),                           // scheme
+		"redis://" + mr.Addr() + "?addr=127.0.0.1:6380", // no cluster URLs
+	} {
+		l, err := redislease.Open(ctx, raw)
+		if err == nil {
+			l.Close()
+			t.Errorf("Open(%q) succeeded", raw)
+			continue
+		}
+		if !errors.Is(err, lease.ErrInvalid) {
+			t.Errorf("Open(%q): %v; want ErrInvalid", raw, err)
+		}
+	}
+}
+
+func TestOpenRealRedis(t *testing.T) {
+	client, raw := realRedis(t, -1)
+	prefix := randomPrefix("open")
+	deleteKeys(t, client, prefix)
+	ctx := context.Background()
+	sep := "?"
+	if strings.Contains(raw, "?") {
+		sep = "&"
+	}
+	l, err := lease.Open(ctx, raw+sep+"prefix="+prefix)
+	if err != nil {
+		t.Fatalf("lease.Open: %v", err)
+	}
+	defer l.Close()
+	got, err := l.Acquire(ctx, "jobs/x", "owner", time.Minute)
+	if err != nil {
+		t.Fatalf("Acquire: %v", err)
+	}
+	if n, err := client.Exists(ctx, client.Keys(ctx, globEscape(prefix)+"*").Val()...).Result(); err != nil || n != 2 {
+		t.Fatalf("keys under %q: %d, %v", prefix, n, err)
+	}
+	if err := l.Release(ctx, got); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+}
