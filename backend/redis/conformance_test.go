@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/leasekit/lease"
 	redislease "github.com/leasekit/lease/backend/redis"
 	"github.com/leasekit/lease/conformance"
@@ -36,5 +38,20 @@ func TestConformanceRedis(t *testing.T) {
 	conformance.Run(t, conformance.Harness{
 		New: func(testing.TB) lease.Locker { return redislease.New(client, redislease.WithPrefix(prefix)) },
 		TTL: 50 * time.Millisecond,
+	})
+}
+
+// TestConformanceMiniredisCluster runs the suite through a go-redis
+// Cluster client (miniredis answers CLUSTER SLOTS as a one-node cluster),
+// so every script's keys go through Cluster slot routing and List takes
+// its per-master path.
+func TestConformanceMiniredisCluster(t *testing.T) {
+	mr, _, advance := newMiniredis(t)
+	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{mr.Addr()}})
+	t.Cleanup(func() { _ = client.Close() })
+	conformance.Run(t, conformance.Harness{
+		New:     func(testing.TB) lease.Locker { return redislease.New(client) },
+		TTL:     50 * time.Millisecond,
+		Advance: advance,
 	})
 }
