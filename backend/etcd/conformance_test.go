@@ -22,7 +22,7 @@ const expiryLag = 750 * time.Millisecond
 func TestConformance(t *testing.T) {
 	ttl := shortestTTL(t, testEndpoints)
 	prefix := randomPrefix()
-	u := "etcd://" + strings.Join(hosts(testEndpoints), ",") + "?prefix=" + url.QueryEscape(prefix)
+	u := "etcd://" + strings.Join(testEndpoints, ",") + "?prefix=" + url.QueryEscape(prefix)
 	conformance.Run(t, conformance.Harness{
 		New: func(t testing.TB) lease.Locker {
 			l, err := lease.Open(context.Background(), u)
@@ -56,13 +56,4 @@ func shortestTTL(t testing.TB, endpoints []string) time.Duration {
 		t.Logf("the server's shortest lease is %ds", g.TTL)
 	}
 	return time.Duration(g.TTL) * time.Second
-}
-
-// hosts strips any http:// scheme from endpoints, for an etcd:// URL.
-func hosts(endpoints []string) []string {
-	out := make([]string, len(endpoints))
-	for i, ep := range endpoints {
-		out[i] = strings.TrimPrefix(ep, "http://")
-	}
-	return out
 }

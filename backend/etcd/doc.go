@@ -69,6 +69,15 @@
 // have attached is left to expire after its TTL, since revoking it could
 // end a tenure whose holder still trusts its Deadline.
 //
+// # Errors
+//
+// A failure of the cluster or the network (no leader, unreachable
+// endpoints, a lost reply) or of the context is returned wrapped, with the
+// operation and name, and never matches lease.ErrHeld, lease.ErrLost or
+// lease.ErrNotHeld. Like every etcd client call, the Locker's calls wait
+// for an unreachable cluster for as long as their context allows: give
+// them a deadline.
+//
 // # URLs
 //
 // Importing the package registers the "etcd" scheme with lease.Open:

@@ -108,7 +108,7 @@ func TestCloseLeavesTheCallersClientOpen(t *testing.T) {
 		t.Fatalf("the caller's client stopped working after the Locker's Close: %v", err)
 	}
 
-	owned, err := Open(ctx, "etcd://"+hosts(testEndpoints)[0])
+	owned, err := Open(ctx, "etcd://"+testEndpoints[0])
 	if err != nil {
 		t.Fatal(err)
 	}

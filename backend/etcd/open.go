@@ -29,7 +29,9 @@ func init() {
 // with its own client, which the Locker's Close closes. The query
 // parameters are listed in the package documentation; an unknown one is an
 // error matching lease.ErrInvalid. Open does not wait for the cluster to
-// answer: an unreachable one makes the Locker's calls fail.
+// answer: an unreachable one makes the Locker's calls fail. Like every etcd
+// client call, they wait for the cluster for as long as their context
+// allows, so give them a deadline.
 func Open(ctx context.Context, rawURL string) (*Locker, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {

@@ -66,7 +66,7 @@ func TestURLConfig(t *testing.T) {
 // URLs, and the Locker it opens works and owns its client.
 func TestOpenRegistersTheScheme(t *testing.T) {
 	ctx := context.Background()
-	l, err := lease.Open(ctx, "etcd://"+hosts(testEndpoints)[0]+"?prefix="+url.QueryEscape(randomPrefix()))
+	l, err := lease.Open(ctx, "etcd://"+testEndpoints[0]+"?prefix="+url.QueryEscape(randomPrefix()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,11 +29,12 @@ import (
 
 // Env is the environment variable naming an external etcd to test against
 // instead of an embedded server: comma-separated endpoints such as
-// "127.0.0.1:2379" or "http://10.0.0.1:2379,http://10.0.0.2:2379".
+// "127.0.0.1:2379" or "http://10.0.0.1:2379,10.0.0.2:2379" (plain HTTP
+// only).
 const Env = "LEASE_TEST_ETCD"
 
-// External returns the endpoints in LEASE_TEST_ETCD, or nil when it is
-// unset or empty.
+// External returns the endpoints in LEASE_TEST_ETCD as host:port, without
+// any "http://", or nil when it is unset or empty.
 func External() []string {
 	v := strings.TrimSpace(os.Getenv(Env))
 	if v == "" {
@@ -41,15 +42,16 @@ func External() []string {
 	}
 	var eps []string
 	for _, ep := range strings.Split(v, ",") {
-		if ep = strings.TrimSpace(ep); ep != "" {
+		ep = strings.TrimPrefix(strings.TrimSpace(ep), "http://")
+		if ep = strings.TrimSuffix(ep, "/"); ep != "" {
 			eps = append(eps, ep)
 		}
 	}
 	return eps
 }
 
-// Endpoints returns the client endpoints ("127.0.0.1:port") of an etcd
-// server for t: the external one in LEASE_TEST_ETCD when it is set, else
+// Endpoints returns the client endpoints, as host:port (ready for an
+// etcd:// URL or clientv3.Config.Endpoints), of an etcd server for t: the external one in LEASE_TEST_ETCD when it is set, else
 // a new embedded server that is stopped, and its data removed, when t
 // ends. It fails t if the embedded server does not start.
 //
