@@ -1,0 +1,45 @@
+package redislease
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+)
+
+func TestTTLRoundsUpToWholeMilliseconds(t *testing.T) {
+	for ttl, want := range map[time.Duration]int64{
+		time.Millisecond:                    1,
+		time.Millisecond + time.Nanosecond:  2,
+		1500 * time.Microsecond:             2,
+		time.Second - time.Nanosecond:       1000,
+		time.Minute:                         60000,
+		365 * 24 * time.Hour:                365 * 24 * 3600 * 1000,
+		365*24*time.Hour - time.Microsecond: 365 * 24 * 3600 * 1000,
+	} {
+		if got := ttlMillis(ttl); got != want {
+			t.Errorf("ttlMillis(%s) = %d, want %d", ttl, got, want)
+		}
+	}
+
+	mr := miniredis.RunT(t)
+	client := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer client.Close()
+	l := New(client)
+	got, err := l.Acquire(context.Background(), "jobs/x", "owner", 1500*time.Microsecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lk, _ := l.keys("jobs/x")
+	if ttl := mr.TTL(lk); ttl != 2*time.Millisecond {
+		t.Fatalf("a ttl of 1.5ms set a key TTL of %s, want 2ms", ttl)
+	}
+	if _, err := l.Renew(context.Background(), got, 2500*time.Microsecond); err != nil {
+		t.Fatal(err)
+	}
+	if ttl := mr.TTL(lk); ttl != 3*time.Millisecond {
+		t.Fatalf("a renewal for 2.5ms set a key TTL of %s, want 3ms", ttl)
+	}
+}
