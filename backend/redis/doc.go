@@ -47,6 +47,9 @@
 //
 // # Round trips, clock and tokens
 //
+// It needs Redis 4.0 or later (tested with Redis 7.0) or another server
+// that runs Redis Lua scripts with TIME, such as miniredis.
+//
 // Acquire, Renew, Release, Inspect and ForceRelease each run one Lua
 // script (acquire.lua, renew.lua, release.lua, inspect.lua,
 // force_release.lua in this directory) as one EVALSHA: one round trip, or
@@ -60,9 +63,11 @@
 // A new tenure's token is max(counter+1, server TIME in microseconds), and
 // the counter is set to it in the same script. So tokens grow even when the
 // counter is lost (a restart without persistence, FLUSHALL, a failover to
-// a replica that missed the write), as long as the server clock does not
-// go back past the lost tokens: they were at most the clock of their own
-// time, unless a single name saw over a million tenures per second.
+// a replica that missed the write), as long as the clock of the server that
+// takes over is not behind the lost tokens: each was at most its server's
+// clock when it was issued (unless a single name saw over a million
+// tenures per second), so a restart or failover that takes longer than the
+// servers' clock skew cannot hand out an old number.
 // Tokens are about 1.8e15 today and stay below 2^53 until the year 2255.
 //
 // # Failover
