@@ -23,9 +23,6 @@ type queries struct {
 	acquireRead   string // key -> owner, token, expires_at, now
 	forceSelect   string // key -> owner, token, now (locks the row)
 	forceUpdate   string // key, token -> rows affected
-
-	// exists asks the catalog whether the table exists.
-	exists string
 }
 
 // nowExpr is each dialect's "now" in epoch milliseconds by the database's
