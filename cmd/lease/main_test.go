@@ -159,6 +159,7 @@ var stores = []struct {
 }{
 	{"sqlite", sqliteURL},
 	{"postgres", func(t *testing.T) string { return testenv.Lookup(t, "LEASE_TEST_POSTGRES") }},
+	{"mysql", func(t *testing.T) string { return testenv.Lookup(t, "LEASE_TEST_MYSQL") }},
 	{"redis", func(t *testing.T) string { return testenv.Lookup(t, "LEASE_TEST_REDIS") }},
 	{"etcd", func(t *testing.T) string {
 		v := testenv.Lookup(t, "LEASE_TEST_ETCD")
