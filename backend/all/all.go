@@ -9,6 +9,7 @@
 // It imports, for their side effects:
 //
 //	backend/memory  mem://
+//	backend/sql     sqlite:, postgres://, postgresql://, mysql://
 //	backend/redis   redis://, rediss://
 //	backend/etcd    etcd://
 //
@@ -23,4 +24,6 @@ import (
 	_ "github.com/leasekit/lease/backend/memory"
 	// Register the "redis" and "rediss" schemes.
 	_ "github.com/leasekit/lease/backend/redis"
+	// Register the "sqlite", "postgres", "postgresql" and "mysql" schemes.
+	_ "github.com/leasekit/lease/backend/sql"
 )
