@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/leasekit/lease"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 )
 
 // calls runs each method of a Locker once, on a name nobody holds.
@@ -69,6 +70,31 @@ func TestUnreachableClusterIsAnError(t *testing.T) {
 		err := c.call(ctx, l)
 		cancel()
 		mustBeFailure(t, c.op+" on an unreachable cluster", err, context.DeadlineExceeded)
+	}
+}
+
+// TestNoLeaderIsAnError: when etcd answers a transaction with "no leader"
+// (a cluster that lost its quorum), Acquire, Renew and Release return
+// that error wrapped, never a lease outcome. (The client retries reads and
+// lease grants that meet "no leader" by itself, until their context ends.)
+func TestNoLeaderIsAnError(t *testing.T) {
+	ctx := context.Background()
+	l, w := newLocker(t)
+	name := uniqueName("no-leader")
+	held, err := l.Acquire(ctx, name, "owner-a", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.failNext("Txn", rpctypes.ErrGRPCNoLeader)
+	_, err = l.Acquire(ctx, name, "owner-b", time.Minute)
+	mustBeFailure(t, "Acquire without a leader", err, rpctypes.ErrNoLeader)
+	w.failNext("Txn", rpctypes.ErrGRPCNoLeader)
+	_, err = l.Renew(ctx, held, time.Minute)
+	mustBeFailure(t, "Renew without a leader", err, rpctypes.ErrNoLeader)
+	w.failNext("Txn", rpctypes.ErrGRPCNoLeader)
+	mustBeFailure(t, "Release without a leader", l.Release(ctx, held), rpctypes.ErrNoLeader)
+	if err := l.Release(ctx, held); err != nil {
+		t.Fatalf("Release once the leader is back: %v", err)
 	}
 }
 

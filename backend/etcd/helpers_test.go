@@ -19,22 +19,31 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// wire counts the requests a client sends, by gRPC method, and can make
-// the reply of the next request of a method get "lost": the server
-// applies it, the caller sees an error.
+// wire counts the requests a client sends, by gRPC method. It can make
+// the reply of the next request of a method get "lost" (the server
+// applies it, the caller sees an error), or fail the next request of a
+// method before it is sent.
 type wire struct {
 	mu    sync.Mutex
 	calls map[string]int
 	drop  map[string]int
+	fail  map[string]error
 }
 
-func newWire() *wire { return &wire{calls: map[string]int{}, drop: map[string]int{}} }
+func newWire() *wire {
+	return &wire{calls: map[string]int{}, drop: map[string]int{}, fail: map[string]error{}}
+}
 
 func (w *wire) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 	short := method[strings.LastIndexByte(method, '/')+1:]
 	w.mu.Lock()
 	w.calls[short]++
+	failure := w.fail[short]
+	delete(w.fail, short)
 	w.mu.Unlock()
+	if failure != nil {
+		return failure
+	}
 	err := invoker(ctx, method, req, reply, cc, opts...)
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -58,6 +67,13 @@ func (w *wire) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Clien
 func (w *wire) dropNext(method string) {
 	w.mu.Lock()
 	w.drop[method]++
+	w.mu.Unlock()
+}
+
+// failNext makes the next request of method fail with err, unsent.
+func (w *wire) failNext(method string, err error) {
+	w.mu.Lock()
+	w.fail[method] = err
 	w.mu.Unlock()
 }
 
