@@ -59,14 +59,14 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Locker, error) {
 	ru.RawQuery = q.Encode()
 	ropts, err := redis.ParseURL(ru.String())
 	if err != nil {
-		return nil, fmt.Errorf("%w: lease/redis: %s: %v", lease.ErrInvalid, lease.Redact(rawURL), err)
+		return nil, fmt.Errorf("%w: lease/redis: %v", lease.ErrInvalid, err)
 	}
 	client := redis.NewClient(ropts)
 	l := New(client, append(lopts, opts...)...)
 	l.owned = true
 	if err := l.loadScripts(ctx); err != nil {
 		_ = client.Close()
-		return nil, fmt.Errorf("lease/redis: open %s: %w", lease.Redact(rawURL), err)
+		return nil, fmt.Errorf("lease/redis: connect to %s: %w", ropts.Addr, err)
 	}
 	return l, nil
 }
