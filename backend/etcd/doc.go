@@ -93,5 +93,6 @@
 //
 // Any other parameter is an error. The Locker that Open returns owns its
 // client and closes it on Close; one made by New with the caller's client
-// never closes it.
+// never closes it. For TLS, or any other client setting, make the
+// clientv3.Client yourself and use New.
 package etcdlease
