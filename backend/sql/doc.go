@@ -13,7 +13,9 @@
 // modernc.org/sqlite ("sqlite", pure Go), github.com/jackc/pgx/v5/stdlib
 // ("pgx") and github.com/go-sql-driver/mysql; New detects the dialect from
 // the driver, or takes WithDialect. CockroachDB should work through the
-// PostgreSQL dialect but is untested.
+// PostgreSQL dialect but is untested. A program with a *pgxpool.Pool
+// passes stdlib.OpenDBFromPool(pool) (github.com/jackc/pgx/v5/stdlib),
+// which shares the pool's connections.
 //
 // # Table
 //
