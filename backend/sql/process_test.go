@@ -1,0 +1,139 @@
+package sqllease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/leasekit/lease"
+)
+
+// childEnv makes the test binary act as the second process of
+// TestSQLiteTwoProcesses: its value is the SQLite URL to hammer.
+const childEnv = "LEASE_SQL_TEST_CHILD_URL"
+
+// TestSQLiteTwoProcesses runs two real processes (this test binary twice)
+// with 16 goroutines each against one SQLite file, all taking turns on
+// the same few names. No call may fail with anything but ErrHeld, and
+// the tokens that both processes were granted must all be distinct.
+func TestSQLiteTwoProcesses(t *testing.T) {
+	if os.Getenv(childEnv) != "" {
+		t.Skip("running as the child process")
+	}
+	url := "sqlite://" + filepath.Join(t.TempDir(), "shared.db")
+	// Create the table first so both processes start on equal terms.
+	first, err := Open(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.Close()
+
+	cmd := exec.Command(os.Args[0], "-test.run=^TestSQLiteChildProcess$", "-test.count=1")
+	cmd.Env = append(os.Environ(), childEnv+"="+url)
+	var childOut strings.Builder
+	cmd.Stdout = &childOut
+	cmd.Stderr = &childOut
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	mine, err := hammer(url, "parent")
+	if err != nil {
+		t.Error(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("child process: %v\n%s", err, childOut.String())
+	}
+	var theirs []uint64
+	for _, line := range strings.Split(childOut.String(), "\n") {
+		if v, ok := strings.CutPrefix(line, "TOKEN "); ok {
+			n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			theirs = append(theirs, n)
+		}
+	}
+	if len(mine) == 0 || len(theirs) == 0 {
+		t.Fatalf("parent won %d tenures, child %d: both should win some\n%s", len(mine), len(theirs), childOut.String())
+	}
+	all := append(append([]uint64{}, mine...), theirs...)
+	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
+	for i := 1; i < len(all); i++ {
+		if all[i] == all[i-1] {
+			t.Fatalf("token %d was granted twice", all[i])
+		}
+	}
+	t.Logf("parent won %d tenures, child %d, all tokens distinct", len(mine), len(theirs))
+}
+
+// TestSQLiteChildProcess is the second process of TestSQLiteTwoProcesses.
+func TestSQLiteChildProcess(t *testing.T) {
+	url := os.Getenv(childEnv)
+	if url == "" {
+		t.Skip("only run as TestSQLiteTwoProcesses' child")
+	}
+	tokens, err := hammer(url, "child")
+	for _, tok := range tokens {
+		fmt.Printf("TOKEN %d\n", tok)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// hammer runs 16 goroutines that acquire, renew and release 4 shared
+// names for a second, and returns the tokens it was granted.
+func hammer(url, who string) ([]uint64, error) {
+	l, err := Open(context.Background(), url)
+	if err != nil {
+		return nil, err
+	}
+	defer l.Close()
+	ctx := context.Background()
+	var (
+		mu     sync.Mutex
+		tokens []uint64
+		errs   []error
+		wg     sync.WaitGroup
+	)
+	stop := time.Now().Add(time.Second)
+	for g := 0; g < 16; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			owner := fmt.Sprintf("%s-%d", who, g)
+			for i := 0; time.Now().Before(stop); i++ {
+				name := fmt.Sprintf("shared-%d", i%4)
+				got, err := l.Acquire(ctx, name, owner, 10*time.Second)
+				if errors.Is(err, lease.ErrHeld) {
+					continue
+				}
+				if err == nil {
+					mu.Lock()
+					tokens = append(tokens, got.Token)
+					mu.Unlock()
+					if got, err = l.Renew(ctx, got, 10*time.Second); err == nil {
+						err = l.Release(ctx, got)
+					}
+				}
+				if err != nil {
+					mu.Lock()
+					errs = append(errs, fmt.Errorf("%s: %w", owner, err))
+					mu.Unlock()
+					return
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
+	return tokens, errors.Join(errs...)
+}
