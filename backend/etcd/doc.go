@@ -13,11 +13,14 @@
 //
 // The Token is the key's create revision: etcd's revision counter is
 // cluster-wide and never goes back, so every new tenure of a name gets a
-// larger Token than all earlier ones. Renew and a re-entrant Acquire
-// rewrite the existing key, which keeps its create revision.
+// larger Token than all earlier ones. A re-entrant Acquire, and a Renew
+// that changes the TTL, rewrite the existing key, which keeps its create
+// revision; other Renews only keep its etcd lease alive.
 //
-// Every write is one transaction that compares the key's create revision
-// (the Token) and value (the owner) before it changes anything. Unlike
+// Every operation on a tenure is owner-checked: every write is one
+// transaction that compares the key's create revision (the Token) and
+// value (the owner) before it changes anything, and a keep-alive counts
+// only if a read after it finds the same tenure on the same lease. Unlike
 // concurrency.Mutex.Unlock, which deletes its key unconditionally (etcd
 // issue 22082), a Release or Renew that is retried, or comes from a holder
 // that lost its tenure, can never touch a later tenure: it returns an
@@ -28,8 +31,9 @@
 // etcd judges expiry: the leader's lessor revokes an expired etcd lease,
 // which deletes the key. It checks for expired leases about every 500ms,
 // so a tenure can outlive its TTL by up to about half a second (plus a
-// consensus round); until its key is deleted it is still held, for
-// Inspect, Acquire and Renew alike.
+// consensus round); until its key is deleted it is still held for
+// Inspect and Acquire (Renew refuses it: etcd will not keep an expired
+// lease alive).
 //
 // etcd leases have whole-second TTLs and a minimum of 1.5 election
 // timeouts rounded up to whole seconds (2s with etcd's default 1s
@@ -52,22 +56,28 @@
 //	Acquire, free name or new tenure    2  (LeaseGrant, Txn)
 //	Acquire, re-entrant                 3  (LeaseGrant, Txn, LeaseRevoke of the old lease)
 //	Acquire, held by another owner      4  (LeaseGrant, Txn, LeaseTimeToLive, LeaseRevoke)
-//	Renew                               3  (LeaseGrant, Txn, LeaseRevoke of the old lease)
-//	Renew of a lost tenure              3  (LeaseGrant, Txn, LeaseRevoke of the new lease)
+//	Renew, same ttl                     3  (Txn read, LeaseKeepAlive, Txn read); no write
+//	Renew, another ttl                  5  (Txn read, LeaseKeepAlive, LeaseGrant, Txn, LeaseRevoke)
+//	Renew of a lost tenure              1  (Txn read); 2 if its lease just expired
 //	Release                             2  (Txn, LeaseRevoke)
 //	Release of a lost tenure            1  (Txn)
 //	Inspect                             2  (Range, LeaseTimeToLive); 1 when free
 //	List                                1 + one LeaseTimeToLive per tenure
 //	ForceRelease                        3  (DeleteRange, LeaseTimeToLive, LeaseRevoke)
 //
-// Renew grants a new etcd lease rather than sending a keep-alive, so that
-// any ttl can be set and the change is owner-checked in one transaction.
+// Renew keeps the tenure's etcd lease alive between two owner-checked
+// reads, so a holder that renews with the ttl it acquired with (as
+// lease.Run does) writes nothing to etcd's log. etcd refuses to keep an
+// expired lease alive, so Renew never revives an expired tenure. A
+// keep-alive restarts a lease with the TTL it was granted, so a Renew
+// with a ttl that needs another TTL moves the key onto a new etcd lease.
 // No etcd lease outlives its tenure: Release, Renew and re-entrant
 // Acquire revoke the lease they leave behind, and a refused Acquire or
 // Renew revokes the one it granted. The exceptions are failures without
-// an answer: if a transaction's reply is lost, the lease it may or may not
-// have attached is left to expire after its TTL, since revoking it could
-// end a tenure whose holder still trusts its Deadline.
+// an answer, where the etcd lease concerned is left to expire after its
+// TTL: revoking a lease that a lost Acquire or Renew may have attached
+// could end a tenure whose holder still trusts its Deadline, and it is a
+// Release's reply that names the lease to revoke.
 //
 // # Errors
 //

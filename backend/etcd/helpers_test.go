@@ -47,9 +47,11 @@ func (w *wire) unary(ctx context.Context, method string, req, reply any, cc *grp
 	err := invoker(ctx, method, req, reply, cc, opts...)
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if err == nil && w.drop[short] > 0 {
-		w.drop[short]--
-		return status.Error(codes.Unavailable, "test: the reply was lost in the network")
+	if n := w.drop[short]; err == nil && n > 0 {
+		w.drop[short] = n - 1
+		if n == 1 {
+			return status.Error(codes.Unavailable, "test: the reply was lost in the network")
+		}
 	}
 	return err
 }
@@ -64,9 +66,12 @@ func (w *wire) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Clien
 
 // dropNext makes the reply of the next request of method (e.g. "Txn") get
 // lost after the server applied it.
-func (w *wire) dropNext(method string) {
+func (w *wire) dropNext(method string) { w.dropNth(method, 1) }
+
+// dropNth makes the reply of the n-th next request of method get lost.
+func (w *wire) dropNth(method string, n int) {
 	w.mu.Lock()
-	w.drop[method]++
+	w.drop[method] = n
 	w.mu.Unlock()
 }
 

@@ -3,6 +3,7 @@ package etcdlease
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -132,7 +133,11 @@ func TestRoundTrips(t *testing.T) {
 	if a, err = l.Renew(ctx, a, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	check("Renew", 3)
+	check("Renew, same ttl (keep-alive)", 3)
+	if a, err = l.Renew(ctx, a, 2*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	check("Renew, another ttl (new etcd lease)", 5)
 	if _, err := l.Inspect(ctx, name); err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +151,7 @@ func TestRoundTrips(t *testing.T) {
 	if _, err := l.Renew(ctx, stale, time.Minute); !errors.Is(err, lease.ErrLost) {
 		t.Fatal(err)
 	}
-	check("Renew, lost tenure", 3)
+	check("Renew, lost tenure", 1)
 	if err := l.Release(ctx, stale); !errors.Is(err, lease.ErrLost) {
 		t.Fatal(err)
 	}
@@ -167,4 +172,50 @@ func TestRoundTrips(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("ForceRelease", 3)
+}
+
+// TestRenewByKeepAliveExtendsTheTenure: a Renew with the ttl the tenure
+// was granted refreshes its etcd lease, so the tenure outlives its first
+// ttl, without a new etcd lease.
+func TestRenewByKeepAliveExtendsTheTenure(t *testing.T) {
+	ctx := context.Background()
+	l, w := newLocker(t)
+	name := uniqueName("keep-alive")
+	const ttl = 2 * time.Second
+	held, err := l.Acquire(ctx, name, "owner-a", ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := leaseID(t, l, name)
+	time.Sleep(ttl / 2)
+	w.take()
+	renewed, err := l.Renew(ctx, held, ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls, _ := w.take(); !strings.Contains(calls, "LeaseKeepAlive") || strings.Contains(calls, "LeaseGrant") {
+		t.Fatalf("Renew with the same ttl sent %s; want a keep-alive and no new etcd lease", calls)
+	}
+	if after := leaseID(t, l, name); after != before {
+		t.Fatalf("Renew with the same ttl moved the key from etcd lease %x to %x", before, after)
+	}
+	// Past the first ttl and etcd's expiry lag: only the renewal keeps it.
+	time.Sleep(ttl/2 + expiryLag + 100*time.Millisecond)
+	got, err := l.Inspect(ctx, name)
+	if err != nil || got.Token != renewed.Token {
+		t.Fatalf("after the first ttl, Inspect = %v, %v; want the renewed tenure %v", got, err, renewed)
+	}
+	if err := l.Release(ctx, renewed); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// leaseID returns the etcd lease the key of name is attached to.
+func leaseID(t testing.TB, l *Locker, name string) int64 {
+	t.Helper()
+	r, err := l.client.Get(context.Background(), l.key(name))
+	if err != nil || len(r.Kvs) != 1 {
+		t.Fatalf("get %q: %v, %v", name, r, err)
+	}
+	return r.Kvs[0].Lease
 }

@@ -45,6 +45,9 @@ type Locker struct {
 	owned  bool // Close closes client
 	prefix string
 	closed atomic.Bool
+	// minTTL is the shortest etcd lease TTL, in seconds, the cluster has
+	// granted when asked for less: etcd raises short leases to its minimum.
+	minTTL atomic.Int64
 }
 
 var (
@@ -99,9 +102,29 @@ func ttlSeconds(ttl time.Duration) int64 {
 }
 
 // grant asks etcd for a lease of ttl rounded up to whole seconds. The
-// granted TTL may be longer still: etcd raises it to its minimum.
+// granted TTL may be longer still: etcd raises it to its minimum, which
+// grant remembers.
 func (l *Locker) grant(ctx context.Context, ttl time.Duration) (*clientv3.LeaseGrantResponse, error) {
-	return l.client.Grant(ctx, ttlSeconds(ttl))
+	sec := ttlSeconds(ttl)
+	g, err := l.client.Grant(ctx, sec)
+	if err != nil {
+		return nil, err
+	}
+	if g.TTL > sec {
+		for {
+			seen := l.minTTL.Load()
+			if g.TTL <= seen || l.minTTL.CompareAndSwap(seen, g.TTL) {
+				break
+			}
+		}
+	}
+	return g, nil
+}
+
+// grantedTTL is the TTL, in seconds, that etcd grants for ttl, as far as
+// the Locker knows its minimum.
+func (l *Locker) grantedTTL(ttl time.Duration) int64 {
+	return max(ttlSeconds(ttl), l.minTTL.Load())
 }
 
 // revoke revokes an etcd lease, deleting any key attached to it. A lease

@@ -19,15 +19,25 @@ func (l *Locker) intact(ls lease.Lease) []clientv3.Cmp {
 	}
 }
 
+// renewRetries is how many times Renew starts over when a concurrent
+// Renew of the same tenure moved it onto another etcd lease.
+const renewRetries = 3
+
 // Renew implements lease.Locker.
 //
-// It grants a new etcd lease of ttl rounded up to whole seconds and, in
-// one transaction that checks the tenure is intact (create revision =
-// Token, value = owner), moves the key onto it; then it revokes the
-// tenure's previous etcd lease. A new lease rather than a keep-alive lets
-// every Renew set any ttl, and the transaction is what makes it
-// owner-checked. If the tenure is not intact it revokes the new lease and
-// returns an error matching lease.ErrLost.
+// It reads the tenure's etcd lease in a transaction that checks the tenure
+// is intact (create revision = Token, value = owner), refreshes that lease
+// with a keep-alive, and checks again that the key is still intact and on
+// that lease: three round trips and no write to etcd's log. etcd refuses
+// to keep an expired lease alive, so an expired tenure is never revived.
+//
+// A keep-alive restarts a lease with the TTL it was granted; when ttl
+// needs another (whole-second) TTL, Renew then grants a new etcd lease,
+// moves the key onto it in a transaction that checks the tenure is intact,
+// and revokes the old one: five round trips.
+//
+// If the tenure is not intact it returns an error matching lease.ErrLost
+// and changes nothing.
 func (l *Locker) Renew(ctx context.Context, ls lease.Lease, ttl time.Duration) (lease.Lease, error) {
 	if err := lease.CheckRenew(ls, ttl); err != nil {
 		return lease.Lease{}, err
@@ -36,6 +46,64 @@ func (l *Locker) Renew(ctx context.Context, ls lease.Lease, ttl time.Duration) (
 		return lease.Lease{}, err
 	}
 	start := time.Now()
+	lost := fmt.Errorf("lease/etcd: renew %q token %d: %w", ls.Name, ls.Token, lease.ErrLost)
+	for range renewRetries {
+		id, ok, err := l.leaseOf(ctx, ls)
+		if err != nil {
+			return lease.Lease{}, fmt.Errorf("lease/etcd: renew %q: %w", ls.Name, err)
+		}
+		if !ok {
+			return lease.Lease{}, lost
+		}
+		ka, err := l.client.KeepAliveOnce(ctx, id)
+		if isLeaseNotFound(err) {
+			// Expired (etcd waits until it is revoked) or revoked.
+			return lease.Lease{}, lost
+		}
+		if err != nil {
+			return lease.Lease{}, fmt.Errorf("lease/etcd: renew %q: keep-alive: %w", ls.Name, err)
+		}
+		if ka.TTL != l.grantedTTL(ttl) {
+			return l.move(ctx, ls, ttl, start)
+		}
+		// The keep-alive counts only if the key was still on that lease
+		// after it.
+		now, ok, err := l.leaseOf(ctx, ls)
+		if err != nil {
+			return lease.Lease{}, fmt.Errorf("lease/etcd: renew %q: %w", ls.Name, err)
+		}
+		if !ok {
+			return lease.Lease{}, lost
+		}
+		if now == id {
+			return l.lease(ls.Name, ls.Owner, int64(ls.Token), start, ttl, ka.TTL), nil
+		}
+		// A concurrent Renew moved the tenure onto another lease: again.
+	}
+	return lease.Lease{}, fmt.Errorf("lease/etcd: renew %q: concurrent renewals of the tenure kept moving it to new etcd leases", ls.Name)
+}
+
+// leaseOf returns the etcd lease of the tenure ls, with ok false if the
+// tenure is not intact.
+func (l *Locker) leaseOf(ctx context.Context, ls lease.Lease) (id clientv3.LeaseID, ok bool, err error) {
+	r, err := l.client.Txn(ctx).If(l.intact(ls)...).Then(clientv3.OpGet(l.key(ls.Name))).Commit()
+	if err != nil {
+		return clientv3.NoLease, false, err
+	}
+	if !r.Succeeded {
+		return clientv3.NoLease, false, nil
+	}
+	kvs := r.Responses[0].GetResponseRange().GetKvs()
+	if len(kvs) == 0 {
+		return clientv3.NoLease, false, fmt.Errorf("etcd returned no value for an existing key")
+	}
+	return clientv3.LeaseID(kvs[0].Lease), true, nil
+}
+
+// move renews the tenure ls for a ttl its etcd lease was not granted: it
+// grants a new etcd lease and, in one transaction that checks the tenure
+// is intact, moves the key onto it, then revokes the old lease.
+func (l *Locker) move(ctx context.Context, ls lease.Lease, ttl time.Duration, start time.Time) (lease.Lease, error) {
 	g, err := l.grant(ctx, ttl)
 	if err != nil {
 		return lease.Lease{}, fmt.Errorf("lease/etcd: renew %q: grant etcd lease: %w", ls.Name, err)

@@ -97,9 +97,9 @@ func TestAcquireRetryAfterLostReplyKeepsTheTenure(t *testing.T) {
 	}
 }
 
-// TestRenewAfterLostReplyKeepsTheTenure: a Renew applied whose reply was
-// lost leaves the tenure held (on the new etcd lease), and a retry
-// succeeds with the same token.
+// TestRenewAfterLostReplyKeepsTheTenure: a Renew to another ttl, whose
+// move onto a new etcd lease was applied but whose reply was lost, leaves
+// the tenure held, and a retry succeeds with the same token.
 func TestRenewAfterLostReplyKeepsTheTenure(t *testing.T) {
 	ctx := context.Background()
 	l, w := newLocker(t)
@@ -108,7 +108,7 @@ func TestRenewAfterLostReplyKeepsTheTenure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.dropNext("Txn")
+	w.dropNth("Txn", 2) // the first reads the tenure, the second moves it
 	if _, err := l.Renew(ctx, held, 2*time.Minute); err == nil || errors.Is(err, lease.ErrLost) {
 		t.Fatalf("Renew whose reply was lost = %v; want a transport error", err)
 	}
@@ -118,6 +118,9 @@ func TestRenewAfterLostReplyKeepsTheTenure(t *testing.T) {
 	}
 	if again.Token != held.Token {
 		t.Fatalf("retried Renew changed the token from %d to %d", held.Token, again.Token)
+	}
+	if got, err := l.Inspect(ctx, name); err != nil || got.Expires.Before(time.Now().Add(time.Minute)) {
+		t.Fatalf("after the retried Renew to 2m, Inspect = %v, %v; want it held for more than a minute", got, err)
 	}
 	if err := l.Release(ctx, again); err != nil {
 		t.Fatal(err)
