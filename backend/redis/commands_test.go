@@ -4,13 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/leasekit/lease"
@@ -201,35 +200,11 @@ func TestFirstUseLoadsScriptOnce(t *testing.T) {
 	}
 }
 
-// commandStats returns INFO commandstats as command -> calls.
-func commandStats(t *testing.T, c *redis.Client) map[string]int {
-	t.Helper()
-	info, err := c.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		t.Fatalf("INFO commandstats: %v", err)
-	}
-	out := map[string]int{}
-	for _, line := range strings.Split(info, "\n") {
-		// cmdstat_get:calls=12,usec=34,...
-		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if !ok || !strings.HasPrefix(name, "cmdstat_") {
-			continue
-		}
-		for _, kv := range strings.Split(rest, ",") {
-			if v, ok := strings.CutPrefix(kv, "calls="); ok {
-				out[strings.TrimPrefix(name, "cmdstat_")], _ = strconv.Atoi(v)
-			}
-		}
-	}
-	return out
-}
-
 // TestCommandsPerOperationRedis measures each operation on the real
-// server twice: round trips from the client's side (exactly one EVALSHA
-// each), and the commands the server executed, from INFO commandstats
-// before and after (the EVALSHA and the commands its script ran). The
-// server-side numbers assume nothing else uses the server meanwhile; the
-// test logs them for the README.
+// server twice: the round trips the client makes (exactly one EVALSHA
+// each), and the commands the server executed for this client, read from
+// MONITOR (the EVALSHA and the commands its script ran), which stays exact
+// while other tests use the server.
 func TestCommandsPerOperationRedis(t *testing.T) {
 	client, raw := realRedis(t, -1)
 	prefix := randomPrefix("trips")
@@ -246,32 +221,67 @@ func TestCommandsPerOperationRedis(t *testing.T) {
 	l := redislease.New(measured, redislease.WithPrefix(prefix))
 	checkOneTripEach(t, l, h, "jobs/trips")
 
+	mon := startMonitor(t, opts)
 	ctx := context.Background()
 	for _, o := range ops("jobs/stats") {
-		var before, after map[string]int
-		err := o.run(ctx, l, func(call func() error) error {
-			before = commandStats(t, client)
-			err := call()
-			after = commandStats(t, client)
+		var cmds []string
+		err := o.run(ctx, l, func(call func() error) (err error) {
+			cmds, err = mon.measure(t, measured, call)
 			return err
 		})
 		if err != nil {
 			t.Fatalf("%s: %v", o.name, err)
 		}
-		var (
-			parts []string
-			total int
-		)
-		for cmd, n := range after {
-			if d := n - before[cmd]; d > 0 && cmd != "info" {
-				parts = append(parts, fmt.Sprintf("%s=%d", cmd, d))
-				total += d
+		sent := 0
+		for i, c := range cmds {
+			if i == 0 && c != "evalsha" {
+				t.Errorf("%s: the server ran %v; want an EVALSHA first", o.name, cmds)
+			}
+			if c == "evalsha" || c == "eval" {
+				sent++
 			}
 		}
-		sort.Strings(parts)
-		if d := after["evalsha"] - before["evalsha"]; d != 1 {
-			t.Errorf("%s: the server counted %d EVALSHA calls, want 1 (is something else using the server?)", o.name, d)
+		if sent != 1 {
+			t.Errorf("%s: the server ran %d scripts for it: %v; want 1", o.name, sent, cmds)
 		}
-		t.Logf("%-28s server ran %2d commands: %s", o.name, total, strings.Join(parts, " "))
+		t.Logf("%-28s server ran %2d commands: %s", o.name, len(cmds), strings.Join(cmds, " "))
+	}
+}
+
+// TestOpenPreloadsScripts checks that Open puts the scripts in the server's
+// cache, so that even a fresh client's first operation is one EVALSHA, and
+// that loading them leaves the scripts' SHAs intact for every Locker.
+func TestOpenPreloadsScripts(t *testing.T) {
+	mr := miniredis.RunT(t)
+	ctx := context.Background()
+	opened, err := redislease.Open(ctx, "redis://"+mr.Addr())
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	defer opened.Close()
+
+	h := &countHook{}
+	client := newClient(t, mr.Addr())
+	client.AddHook(h)
+	if err := client.Ping(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	h.take()
+	l := redislease.New(client)
+	held, err := l.Acquire(ctx, "jobs/x", "owner", time.Minute)
+	if err != nil {
+		t.Fatalf("Acquire: %v", err)
+	}
+	if _, err := l.Inspect(ctx, "jobs/x"); err != nil {
+		t.Fatalf("Inspect: %v", err)
+	}
+	if err := l.Release(ctx, held); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	if trips, cmds := h.take(); trips != 3 || strings.Join(cmds, " ") != "evalsha evalsha evalsha" {
+		t.Fatalf("Acquire, Inspect and Release after Open took %d round trips: %v; want 3 EVALSHAs", trips, cmds)
+	}
+	if _, err := opened.Acquire(ctx, "jobs/y", "owner", time.Minute); err != nil {
+		t.Fatalf("Acquire on the opened Locker: %v", err)
 	}
 }

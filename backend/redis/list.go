@@ -57,7 +57,7 @@ func (l *Locker) List(ctx context.Context, prefix string) ([]lease.Lease, error)
 func (l *Locker) listNode(ctx context.Context, c redis.UniversalClient, prefix string) ([]lease.Lease, error) {
 	// Load the script first so that the pipelines can use EVALSHA: a
 	// pipelined NOSCRIPT cannot fall back to EVAL.
-	if err := inspectScript.Load(ctx, c).Err(); err != nil {
+	if err := c.ScriptLoad(ctx, inspectSrc).Err(); err != nil {
 		return nil, err
 	}
 	var (

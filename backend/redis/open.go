@@ -72,11 +72,13 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Locker, error) {
 }
 
 // loadScripts puts every script in the server's script cache in one
-// pipelined round trip.
+// pipelined round trip. It calls SCRIPT LOAD itself rather than
+// redis.Script.Load, which would record the still-empty reply of a
+// pipelined command as the script's SHA.
 func (l *Locker) loadScripts(ctx context.Context) error {
 	pipe := l.client.Pipeline()
-	for _, s := range allScripts {
-		s.Load(ctx, pipe)
+	for _, src := range allSources {
+		pipe.ScriptLoad(ctx, src)
 	}
 	_, err := pipe.Exec(ctx)
 	return err

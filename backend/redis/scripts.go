@@ -27,5 +27,6 @@ var (
 	inspectScript      = redis.NewScript(inspectSrc)
 	forceReleaseScript = redis.NewScript(forceReleaseSrc)
 
-	allScripts = []*redis.Script{acquireScript, renewScript, releaseScript, inspectScript, forceReleaseScript}
+	// allSources is every script's text, for SCRIPT LOAD.
+	allSources = []string{acquireSrc, renewSrc, releaseSrc, inspectSrc, forceReleaseSrc}
 )
