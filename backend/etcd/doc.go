@@ -58,7 +58,7 @@
 //	Acquire, held by another owner      4  (LeaseGrant, Txn, LeaseTimeToLive, LeaseRevoke)
 //	Renew, same ttl                     3  (Txn read, LeaseKeepAlive, Txn read); no write
 //	Renew, another ttl                  5  (Txn read, LeaseKeepAlive, LeaseGrant, Txn, LeaseRevoke)
-//	Renew of a lost tenure              1  (Txn read); 2 if its lease just expired
+//	Renew of a lost tenure              1  (Txn read); 3 if its lease expired just before
 //	Release                             2  (Txn, LeaseRevoke)
 //	Release of a lost tenure            1  (Txn)
 //	Inspect                             2  (Range, LeaseTimeToLive); 1 when free

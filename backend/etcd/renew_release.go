@@ -19,8 +19,9 @@ func (l *Locker) intact(ls lease.Lease) []clientv3.Cmp {
 	}
 }
 
-// renewRetries is how many times Renew starts over when a concurrent
-// Renew of the same tenure moved it onto another etcd lease.
+// renewRetries is how many keep-alives Renew tries when concurrent calls
+// of the same owner keep moving the tenure onto other etcd leases, before
+// it moves the tenure onto a new lease itself.
 const renewRetries = 3
 
 // Renew implements lease.Locker.
@@ -57,8 +58,11 @@ func (l *Locker) Renew(ctx context.Context, ls lease.Lease, ttl time.Duration) (
 		}
 		ka, err := l.client.KeepAliveOnce(ctx, id)
 		if isLeaseNotFound(err) {
-			// Expired (etcd waits until it is revoked) or revoked.
-			return lease.Lease{}, lost
+			// The etcd lease ended after the read: it expired (etcd
+			// answers once the key is deleted), the tenure was released,
+			// or a concurrent re-entrant Acquire or Renew moved the
+			// tenure onto a new lease. Look again.
+			continue
 		}
 		if err != nil {
 			return lease.Lease{}, fmt.Errorf("lease/etcd: renew %q: keep-alive: %w", ls.Name, err)
@@ -80,7 +84,9 @@ func (l *Locker) Renew(ctx context.Context, ls lease.Lease, ttl time.Duration) (
 		}
 		// A concurrent Renew moved the tenure onto another lease: again.
 	}
-	return lease.Lease{}, fmt.Errorf("lease/etcd: renew %q: concurrent renewals of the tenure kept moving it to new etcd leases", ls.Name)
+	// Concurrent calls kept moving the tenure between etcd leases: settle
+	// it with one owner-checked transaction.
+	return l.move(ctx, ls, ttl, start)
 }
 
 // leaseOf returns the etcd lease of the tenure ls, with ok false if the
