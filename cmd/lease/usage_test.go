@@ -33,9 +33,16 @@ func TestUsageErrors(t *testing.T) {
 }
 
 func TestUnreachableStoreIsOneLine(t *testing.T) {
-	res := runLease(t, nil, "--backend", "redis://127.0.0.1:1/0", "status", "name")
-	lines := strings.Split(strings.TrimSpace(res.stderr), "\n")
-	if res.code != exitFailure || len(lines) != 1 || !strings.HasPrefix(lines[0], "lease: ") {
-		t.Errorf("status on an unreachable store: want exit 1 and one line\n%s", res)
+	const down = "redis://127.0.0.1:1/0" // nothing listens on port 1
+	for _, args := range [][]string{
+		{"--backend", down, "status", "name"},
+		{"--backend", down, "run", "name", "--", "true"},
+		{"check", down},
+	} {
+		res := runLease(t, nil, args...)
+		lines := strings.Split(strings.TrimSpace(res.stderr), "\n")
+		if res.code != exitFailure || len(lines) != 1 || !strings.HasPrefix(lines[0], "lease: ") {
+			t.Errorf("lease %s on an unreachable store: want exit 1 and one line\n%s", strings.Join(args, " "), res)
+		}
 	}
 }
