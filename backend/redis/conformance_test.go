@@ -1,6 +1,8 @@
 package redislease_test
 
 import (
+	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -57,4 +59,38 @@ func TestConformanceMiniredisCluster(t *testing.T) {
 		TTL:     50 * time.Millisecond,
 		Advance: advance,
 	})
+}
+
+// TestConformanceMiniredisRing runs the suite through a go-redis Ring of
+// two miniredis shards with one manual clock, then checks that List visits
+// both shards.
+func TestConformanceMiniredisRing(t *testing.T) {
+	mr1, _, advance1 := newMiniredis(t)
+	mr2, _, advance2 := newMiniredis(t)
+	client := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": mr1.Addr(), "b": mr2.Addr()}})
+	t.Cleanup(func() { _ = client.Close() })
+	conformance.Run(t, conformance.Harness{
+		New:     func(testing.TB) lease.Locker { return redislease.New(client) },
+		TTL:     50 * time.Millisecond,
+		Advance: func(d time.Duration) { advance1(d); advance2(d) },
+	})
+
+	l := redislease.New(client)
+	ctx := context.Background()
+	const n = 40
+	for i := 0; i < n; i++ {
+		if _, err := l.Acquire(ctx, fmt.Sprintf("ring/%02d", i), "owner", time.Minute); err != nil {
+			t.Fatalf("Acquire: %v", err)
+		}
+	}
+	got, err := l.List(ctx, "ring/")
+	if err != nil {
+		t.Fatalf("List: %v", err)
+	}
+	if len(got) != n || got[0].Name != "ring/00" || got[n-1].Name != fmt.Sprintf("ring/%02d", n-1) {
+		t.Fatalf("List over a two-shard ring returned %d of %d tenures", len(got), n)
+	}
+	if len(mr1.Keys()) == 0 || len(mr2.Keys()) == 0 {
+		t.Fatalf("the ring's shards hold %d and %d keys; want both used", len(mr1.Keys()), len(mr2.Keys()))
+	}
 }

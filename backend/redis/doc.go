@@ -4,7 +4,7 @@
 // package redis, which its users import alongside it.
 //
 // Use New with your own redis.UniversalClient (single node, Sentinel
-// failover or Cluster; Close leaves it open), or Open with a URL (the
+// failover, Cluster or Ring; Close leaves it open), or Open with a URL (the
 // Locker owns that client). Importing the package registers the "redis"
 // and "rediss" schemes with lease.Open:
 //

@@ -19,7 +19,7 @@ const scanCount = 1000
 //
 // Cost: keys are named by a digest of the name, so Redis cannot select
 // names by prefix. List SCANs every lease key under the Locker's key
-// prefix (on every master of a Cluster), then reads each one with
+// prefix (on every master of a Cluster, every shard of a Ring), then reads each one with
 // inspect.lua, pipelined per SCAN page: one SCRIPT LOAD per node, then
 // about two round trips per 1000 keys under the key prefix, whatever the
 // name prefix. It is for operators, not for hot paths. The result is not
@@ -33,16 +33,20 @@ func (l *Locker) List(ctx context.Context, prefix string) ([]lease.Lease, error)
 		out []lease.Lease
 		err error
 	)
-	if cc, ok := l.client.(*redis.ClusterClient); ok {
-		var mu sync.Mutex // ForEachMaster runs its function concurrently
-		err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
-			got, err := l.listNode(ctx, c, prefix)
-			mu.Lock()
-			out = append(out, got...)
-			mu.Unlock()
-			return err
-		})
-	} else {
+	var mu sync.Mutex // ForEachMaster and ForEachShard call fn concurrently
+	each := func(ctx context.Context, c *redis.Client) error {
+		got, err := l.listNode(ctx, c, prefix)
+		mu.Lock()
+		out = append(out, got...)
+		mu.Unlock()
+		return err
+	}
+	switch c := l.client.(type) {
+	case *redis.ClusterClient:
+		err = c.ForEachMaster(ctx, each)
+	case *redis.Ring:
+		err = c.ForEachShard(ctx, each)
+	default:
 		out, err = l.listNode(ctx, l.client, prefix)
 	}
 	if err != nil {

@@ -52,7 +52,9 @@ func checkPrefix(prefix string) error {
 }
 
 // New returns a Locker on client, which may be a single node, a Sentinel
-// failover client or a Cluster client. The Locker never closes client: its
+// failover client, a Cluster client or a Ring (a name's two keys share a
+// hash tag, so they stay on one shard; but a Ring has no failover, and a
+// shard that goes down takes its tenures with it). The Locker never closes client: its
 // Close leaves it open for the caller. The scripts are loaded into Redis's
 // script cache on first use (EVALSHA falls back to EVAL once per server).
 func New(client redis.UniversalClient, opts ...Option) *Locker {
