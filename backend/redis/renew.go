@@ -53,6 +53,11 @@ func (l *Locker) Renew(ctx context.Context, ls lease.Lease, ttl time.Duration) (
 // the lease key when it still holds l's owner and token, and otherwise
 // returns an error matching lease.ErrLost, changing nothing. The token
 // counter stays, so the next tenure gets a larger token.
+//
+// go-redis resends a command whose connection failed or timed out (up to
+// Options.MaxRetries times). When the first attempt of a Release did reach
+// Redis, the resent one finds the tenure gone and reports ErrLost although
+// this caller released it; Acquire and Renew are safe to resend.
 func (l *Locker) Release(ctx context.Context, ls lease.Lease) error {
 	if err := lease.CheckLease(ls); err != nil {
 		return err
