@@ -33,18 +33,20 @@ func init() {
 	register("holder's re-acquire keeps the token and moves expiry to now+ttl", func(t *testing.T, s *suite) {
 		l := s.locker(t)
 		name := s.name("reentrant")
-		first, granted := s.acquire(t, l, name, "owner-a", s.h.TTL)
+		// The first tenure lasts 2 TTLs and is re-acquired half a TTL in, so
+		// a slow scheduler cannot let it expire first.
+		first, granted := s.acquire(t, l, name, "owner-a", 2*s.h.TTL)
 		s.pass(s.h.TTL / 2)
-		longer := 3*s.h.TTL + 2*s.h.ExpiryLag + 2*s.h.Granularity
+		longer := 4*s.h.TTL + 2*s.h.ExpiryLag + 2*s.h.Granularity
 		again, _ := s.acquire(t, l, name, "owner-a", longer)
 		if again.Token != first.Token {
 			t.Fatalf("re-entrant Acquire changed the token from %d to %d; retrying an Acquire must be safe", first.Token, again.Token)
 		}
 		// Wait past the first tenure's expiry: only the re-acquire keeps it.
 		if s.h.Advance != nil {
-			s.h.Advance(s.h.TTL/2 + s.h.TTL/4 + s.h.Granularity + s.h.ExpiryLag)
+			s.h.Advance(2*s.h.TTL + s.h.Granularity + s.h.ExpiryLag)
 		} else {
-			time.Sleep(time.Until(granted.Add(s.h.TTL + s.h.Granularity + s.h.ExpiryLag + 50*time.Millisecond)))
+			time.Sleep(time.Until(granted.Add(2*s.h.TTL + s.h.Granularity + s.h.ExpiryLag + 50*time.Millisecond)))
 		}
 		s.mustHold(t, l, again, "after the first ttl passed, following a re-entrant Acquire with a longer ttl")
 		_, err := l.Acquire(context.Background(), name, "owner-b", long)

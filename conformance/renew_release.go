@@ -14,17 +14,18 @@ func init() {
 	register("renew keeps the token and moves expiry to now+ttl", func(t *testing.T, s *suite) {
 		l := s.locker(t)
 		name := s.name("renew")
-		first, granted := s.acquire(t, l, name, "owner-a", s.h.TTL)
+		// As in the re-entrancy case: 2 TTLs, renewed half a TTL in.
+		first, granted := s.acquire(t, l, name, "owner-a", 2*s.h.TTL)
 		s.pass(s.h.TTL / 2)
-		longer := 3*s.h.TTL + 2*s.h.ExpiryLag + 2*s.h.Granularity
+		longer := 4*s.h.TTL + 2*s.h.ExpiryLag + 2*s.h.Granularity
 		renewed, _ := s.renew(t, l, first, longer)
 		if renewed.Expires.Before(first.Expires.Add(-s.h.Granularity)) {
 			t.Fatalf("Renew moved Expires back from %s to %s", first.Expires, renewed.Expires)
 		}
 		if s.h.Advance != nil {
-			s.h.Advance(s.h.TTL/2 + s.h.TTL/4 + s.h.Granularity + s.h.ExpiryLag)
+			s.h.Advance(2*s.h.TTL + s.h.Granularity + s.h.ExpiryLag)
 		} else {
-			time.Sleep(time.Until(granted.Add(s.h.TTL + s.h.Granularity + s.h.ExpiryLag + 50*time.Millisecond)))
+			time.Sleep(time.Until(granted.Add(2*s.h.TTL + s.h.Granularity + s.h.ExpiryLag + 50*time.Millisecond)))
 		}
 		s.mustHold(t, l, renewed, "after the first ttl passed, following a Renew with a longer ttl")
 		again, _ := s.renew(t, l, renewed, long)

@@ -121,10 +121,12 @@ func init() {
 		}
 		l := s.locker(t)
 		name := s.name("run-renew")
-		ttl := s.h.TTL + s.h.Granularity
+		// At least a second, so that renewals every ttl/3 survive a loaded
+		// machine's scheduling delays.
+		ttl := max(s.h.TTL, time.Second) + s.h.Granularity
 		err := lease.Run(context.Background(), l, name, ttl, func(ctx context.Context) error {
 			held, _ := lease.FromContext(ctx)
-			end := time.Now().Add(3*ttl + s.h.ExpiryLag)
+			end := time.Now().Add(2*ttl + s.h.ExpiryLag)
 			for time.Now().Before(end) {
 				_, err := l.Acquire(context.Background(), name, "intruder", long)
 				if err == nil {
