@@ -267,7 +267,12 @@ func (l *Locker) wrap(op, name string, err error) error {
 	if errors.Is(err, lease.ErrClosed) {
 		return fmt.Errorf("lease/sql: %s %q: %w", op, name, err)
 	}
+	// database/sql has no exported error for a closed pool.
 	if err.Error() == "sql: database is closed" {
+		if l.closed.Load() {
+			// Our own Close raced with this call.
+			return fmt.Errorf("lease/sql: %s %q: %w: %w", op, name, lease.ErrClosed, err)
+		}
 		return fmt.Errorf("lease/sql: %s %q: %w: %w", op, name, errClosedPool, err)
 	}
 	return fmt.Errorf("lease/sql: %s %q on %s table %s: %w", op, name, l.dialect, l.table, err)
