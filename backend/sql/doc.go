@@ -37,7 +37,9 @@
 // always rewrites the row, choosing column by column between a new tenure
 // and the current one, and returns the row it left: the caller won when
 // the returned owner is its own, and otherwise the same answer names the
-// holder and its remaining time for the *lease.HeldError.
+// holder and its remaining time for the *lease.HeldError. The price: an
+// Acquire of a held name still writes the row, unchanged (on PostgreSQL a
+// new row version and a commit; MySQL skips unchanged rows).
 //
 // MySQL 8 has no INSERT ... RETURNING: there Acquire is the same upsert
 // followed by a read of the row it locked, in one transaction (4 round
