@@ -6,7 +6,11 @@ import (
 )
 
 func TestCheckPassesOnSQLite(t *testing.T) {
-	res := runLease(t, nil, "check", sqliteURL(t))
+	// A 2s ttl, not the default 1s: CI runs this beside every other
+	// package's tests, under -race, on two cores, where one SQLite write
+	// can take hundreds of milliseconds; the suite would take a slow store
+	// for a broken one.
+	res := runLease(t, nil, "check", "--ttl", "2s", sqliteURL(t))
 	if res.code != 0 || !strings.Contains(res.stdout, "PASS") || strings.Contains(res.stdout, "FAIL") {
 		t.Fatalf("lease check on SQLite: want exit 0 and PASS\n%s", res)
 	}
