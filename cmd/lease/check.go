@@ -92,7 +92,7 @@ func (g *globals) check(ctx context.Context, args []string) error {
 	}
 	switch {
 	case *parallel < 0:
-		return usageErrorf("check: --parallel must be at least 1")
+		return usageErrorf("check: --parallel must not be negative")
 	case *parallel == 0 && scheme == "sqlite":
 		// SQLite lets one writer in at a time and its busy handler is not
 		// fair: with eight subtests writing at once, a renewal can wait
@@ -229,9 +229,16 @@ func (g *globals) runCheckChild(ctx context.Context, cfg checkConfig, parallel i
 	return &exitError{code: exitFailure, msg: fmt.Sprintf("%s does not keep the lease contract: do not rely on it", lease.Redact(cfg.URL))}
 }
 
+// printLogs prints a subtest's log lines under its result, cutting very
+// long ones (a 1024-byte lease name) short.
 func printLogs(g *globals, lines []string) {
+	const maxLen = 400
 	for _, l := range lines {
-		fmt.Fprintln(g.stdout, "      "+strings.TrimSpace(l))
+		l = strings.TrimSpace(l)
+		if r := []rune(l); len(r) > maxLen {
+			l = string(r[:maxLen]) + "..."
+		}
+		fmt.Fprintln(g.stdout, "      "+l)
 	}
 }
 
