@@ -46,7 +46,9 @@
 //	--conflict-exit-code N  exit code when NAME is busy (75), like flock -E
 //
 // When another owner holds NAME, lease prints one line saying who and for
-// how long, and exits 75 without running COMMAND. If the lease is lost
+// how long, and exits 75 without running COMMAND; with --wait it says so,
+// waits, and gives up the same way when the wait runs out (SIGINT ends
+// the wait at once, exit 130). If the lease is lost
 // while COMMAND runs (a renewal finds it taken over or released, or the
 // store cannot be reached before the lease's deadline), lease sends
 // SIGTERM to COMMAND's process group, SIGKILL to what is left of it after

@@ -89,6 +89,13 @@ func (g *globals) run(ctx context.Context, args []string) (err error) {
 	stop := fwd.listen()
 	defer stop()
 
+	if f.wait > 0 {
+		// Say why nothing happens yet: a person may be watching.
+		if cur, err := l.Inspect(runCtx, name); err == nil {
+			fmt.Fprintf(g.stderr, "lease: %s is held by %s for another %s; waiting up to %s\n",
+				quoteName(name), cur.Owner, roundDuration(remaining(cur, time.Now())), f.wait)
+		}
+	}
 	c := &child{argv: argv, grace: f.grace, fwd: fwd, g: g, conflictCode: f.conflictCode}
 	rerr := lease.Run(runCtx, l, name, f.ttl, c.run, opts...)
 	return c.outcome(name, rerr)

@@ -129,3 +129,38 @@ func TestListShowsHeldLeases(t *testing.T) {
 		t.Errorf("list after every run ended: want no leases\n%s", res)
 	}
 }
+
+// Ctrl-C while lease run --wait waits for a busy lease ends the wait: the
+// command never runs and the holder keeps its lease.
+func TestRunInterruptedWhileWaiting(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("signals are Unix")
+	}
+	dir := t.TempDir()
+	env := []string{"LEASE_BACKEND=" + sqliteURL(t), "DIR=" + dir}
+	holder := start(t, leaseBin, env, "run", "busy", "--", "sh", "-c",
+		`touch "$DIR/started"; while [ ! -e "$DIR/stop" ]; do sleep 0.05; done`)
+	waitFor(t, "the holder's command to start", func() bool { return fileExists(filepath.Join(dir, "started")) })
+	waiter := start(t, leaseBin, env, "run", "--wait", "10m", "busy", "--", "touch", filepath.Join(dir, "waiter-ran"))
+	// It says so once it waits, with its signal handling in place.
+	waitFor(t, "the waiter to say it waits", func() bool { return strings.Contains(waiter.stderr.String(), "waiting") })
+	if err := waiter.cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	res := waiter.wait(t)
+	if res.code != 128+int(syscall.SIGINT) || !strings.Contains(res.stderr, "interrupted") {
+		t.Errorf("lease run --wait after SIGINT: want exit 130 saying it was interrupted\n%s", res)
+	}
+	if fileExists(filepath.Join(dir, "waiter-ran")) {
+		t.Errorf("the waiter's command ran")
+	}
+	if res := runLease(t, env, "status", "busy"); res.code != 0 {
+		t.Errorf("the holder lost its lease to an interrupted waiter\n%s", res)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "stop"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if res := holder.wait(t); res.code != 0 {
+		t.Errorf("holder: %s", res)
+	}
+}
