@@ -74,7 +74,7 @@ func (l *Locker) listNode(ctx context.Context, c redis.UniversalClient, prefix s
 			return out, err
 		}
 		if len(keys) > 0 {
-			got, err := l.inspectKeys(ctx, c, keys, prefix)
+			got, err := l.inspectKeysRetry(ctx, c, keys, prefix)
 			out = append(out, got...)
 			if err != nil {
 				return out, err
@@ -84,6 +84,22 @@ func (l *Locker) listNode(ctx context.Context, c redis.UniversalClient, prefix s
 			return out, nil
 		}
 		cursor = next
+	}
+}
+
+// inspectKeysRetry is inspectKeys, loading the script again when the
+// server's script cache was flushed (SCRIPT FLUSH, a restart, a failover)
+// between the load and the pipeline: a pipelined EVALSHA cannot fall back
+// to EVAL by itself.
+func (l *Locker) inspectKeysRetry(ctx context.Context, c redis.UniversalClient, keys []string, prefix string) ([]lease.Lease, error) {
+	for attempt := 0; ; attempt++ {
+		got, err := l.inspectKeys(ctx, c, keys, prefix)
+		if err == nil || attempt == 2 || !redis.HasErrorPrefix(err, "NOSCRIPT") {
+			return got, err
+		}
+		if err := c.ScriptLoad(ctx, inspectSrc).Err(); err != nil {
+			return nil, err
+		}
 	}
 }
 
