@@ -243,12 +243,16 @@ func renewLoop(fnCtx context.Context, l Locker, h *holding, ttl, every time.Dura
 }
 
 // acquireWaiting acquires name, waiting up to wait with jittered backoff
-// while another owner holds it.
+// while another owner holds it. Each attempt may take at most ttl.
 func acquireWaiting(ctx context.Context, l Locker, name, owner string, ttl, wait time.Duration) (Lease, error) {
 	limit := time.Now().Add(wait)
 	backoff := 10 * time.Millisecond
 	for {
-		held, err := l.Acquire(ctx, name, owner, ttl)
+		// An answer later than the ttl would come with its Deadline already
+		// passed: give up on it and say the store is slow.
+		actx, acancel := context.WithTimeout(ctx, ttl)
+		held, err := l.Acquire(actx, name, owner, ttl)
+		acancel()
 		if err == nil || wait <= 0 {
 			return held, err
 		}

@@ -230,3 +230,22 @@ func TestRunPassesStoreErrorsFromAcquire(t *testing.T) {
 		t.Fatalf("Run on a closed store = %v, want ErrClosed and not ErrHeld", err)
 	}
 }
+
+// slowAcquire never answers Acquire until its context ends, like a store
+// that is unreachable behind a client that retries.
+type slowAcquire struct{ lease.Locker }
+
+func (s slowAcquire) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (lease.Lease, error) {
+	<-ctx.Done()
+	return lease.Lease{}, ctx.Err()
+}
+
+func TestRunGivesUpOnAnAcquireSlowerThanTheTTL(t *testing.T) {
+	err := lease.Run(context.Background(), slowAcquire{memory.New()}, "job", 100*time.Millisecond, func(context.Context) error {
+		t.Error("fn ran without the lease")
+		return nil
+	})
+	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, lease.ErrHeld) {
+		t.Fatalf("Run = %v, want the store's timeout, not ErrHeld", err)
+	}
+}

@@ -22,6 +22,9 @@
 //
 //	export LEASE_BACKEND='postgres://app@db.internal:5432/app?sslmode=require'
 //
+// status, list and release give up on a store that does not answer within
+// --timeout (30s), with one line saying so.
+//
 // # lease run
 //
 // lease run acquires NAME, runs COMMAND, renews the lease every --ttl/3 as

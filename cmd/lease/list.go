@@ -12,6 +12,7 @@ import (
 // list is "lease list [--json] [PREFIX]".
 func (g *globals) list(ctx context.Context, args []string) (err error) {
 	fs := g.flags("list", "list [--json] [PREFIX]\n\nLists the held leases whose names start with PREFIX (all of them without one).")
+	g.timeoutFlag(fs)
 	asJSON := fs.Bool("json", false, "print a JSON array")
 	if err := fs.Parse(args); err != nil {
 		return parseError(err)
@@ -20,6 +21,8 @@ func (g *globals) list(ctx context.Context, args []string) (err error) {
 		return usageErrorf("list takes at most one PREFIX, got %d arguments", fs.NArg())
 	}
 	prefix := fs.Arg(0)
+	ctx, cancel := g.oneShot(ctx)
+	defer cancel()
 	l, err := g.open(ctx)
 	if err != nil {
 		return err

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 )
 
 // Exit codes that are not a child's own.
@@ -62,7 +63,11 @@ func report(err error, stderr io.Writer) int {
 		}
 		return ee.code
 	}
-	fmt.Fprintln(stderr, "lease: "+oneLine(err.Error()))
+	msg := oneLine(err.Error())
+	if errors.Is(err, context.DeadlineExceeded) {
+		msg += " (the store did not answer in time: is it reachable?)"
+	}
+	fmt.Fprintln(stderr, "lease: "+msg)
 	return exitFailure
 }
 
@@ -94,6 +99,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, usage) }
 	backend := fs.String("backend", "", "the store's `URL` (default $LEASE_BACKEND, else a SQLite file in the user cache directory)")
+	timeout := fs.Duration("timeout", defaultTimeout, "how long status, list and release wait for an unreachable store")
 	if err := fs.Parse(args); err != nil {
 		return parseError(err)
 	}
@@ -102,7 +108,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprint(stderr, usage)
 		return &exitError{code: exitUsage}
 	}
-	g := &globals{backend: *backend, stdout: stdout, stderr: stderr}
+	g := &globals{backend: *backend, timeout: *timeout, stdout: stdout, stderr: stderr}
 	cmd, args := args[0], args[1:]
 	switch cmd {
 	case "run":
@@ -125,7 +131,27 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 // globals is what every command shares: the global flags and the output.
 type globals struct {
 	backend        string
+	timeout        time.Duration
 	stdout, stderr io.Writer
+}
+
+// defaultTimeout bounds the one-shot commands, so that an unreachable
+// store is a clear error rather than a hang (some clients, such as etcd's,
+// retry for as long as the context allows).
+const defaultTimeout = 30 * time.Second
+
+// timeoutFlag adds --timeout to the flags of status, list and release, so
+// that it may come before or after the command.
+func (g *globals) timeoutFlag(fs *flag.FlagSet) {
+	fs.DurationVar(&g.timeout, "timeout", g.timeout, "how long to wait for a store that does not answer")
+}
+
+// oneShot bounds ctx by --timeout for status, list and release.
+func (g *globals) oneShot(ctx context.Context) (context.Context, context.CancelFunc) {
+	if g.timeout <= 0 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, g.timeout)
 }
 
 // flags returns a FlagSet for the command name that also accepts

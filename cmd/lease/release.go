@@ -11,6 +11,7 @@ import (
 // release is "lease release --force NAME".
 func (g *globals) release(ctx context.Context, args []string) (err error) {
 	fs := g.flags("release", "release --force NAME\n\nEnds the current tenure of NAME whoever holds it, for clearing a stuck lease.\nThe holder finds out at its next renewal (a lease run then stops its command).\nExits 3 when nobody holds NAME.")
+	g.timeoutFlag(fs)
 	force := fs.Bool("force", false, "required: end the tenure even though this process does not hold it")
 	if err := fs.Parse(args); err != nil {
 		return parseError(err)
@@ -25,6 +26,8 @@ func (g *globals) release(ctx context.Context, args []string) (err error) {
 	if err := lease.CheckName(name); err != nil {
 		return usageErrorf("%v", err)
 	}
+	ctx, cancel := g.oneShot(ctx)
+	defer cancel()
 	l, err := g.open(ctx)
 	if err != nil {
 		return err

@@ -47,6 +47,7 @@ func remaining(l lease.Lease, now time.Time) time.Duration {
 // status is "lease status [--json] NAME".
 func (g *globals) status(ctx context.Context, args []string) (err error) {
 	fs := g.flags("status", "status [--json] NAME\n\nShows who holds NAME, its token and how long it has left. Exits 3 when nobody holds it.")
+	g.timeoutFlag(fs)
 	asJSON := fs.Bool("json", false, "print a JSON object")
 	if err := fs.Parse(args); err != nil {
 		return parseError(err)
@@ -58,6 +59,8 @@ func (g *globals) status(ctx context.Context, args []string) (err error) {
 	if err := lease.CheckName(name); err != nil {
 		return usageErrorf("%v", err)
 	}
+	ctx, cancel := g.oneShot(ctx)
+	defer cancel()
 	l, err := g.open(ctx)
 	if err != nil {
 		return err

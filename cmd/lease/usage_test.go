@@ -46,3 +46,22 @@ func TestUnreachableStoreIsOneLine(t *testing.T) {
 		}
 	}
 }
+
+// etcd's client retries an unreachable cluster for as long as its context
+// allows: the one-shot commands must give up after --timeout, and run after
+// one ttl, with one line, instead of hanging.
+func TestUnansweringStoreTimesOutWithOneLine(t *testing.T) {
+	const down = "etcd://127.0.0.1:1" // nothing listens on port 1
+	for _, args := range [][]string{
+		{"--backend", down, "--timeout", "1s", "status", "name"},
+		{"--backend", down, "list", "--timeout", "1s"},
+		{"--backend", down, "--timeout", "1s", "release", "--force", "name"},
+		{"--backend", down, "run", "--ttl", "1s", "name", "--", "true"},
+	} {
+		res := runLease(t, nil, args...)
+		lines := strings.Split(strings.TrimSpace(res.stderr), "\n")
+		if res.code != exitFailure || len(lines) != 1 || !strings.Contains(lines[0], "did not answer in time") {
+			t.Errorf("lease %s on a store that never answers: want exit 1 and one line saying it did not answer\n%s", strings.Join(args, " "), res)
+		}
+	}
+}
