@@ -45,6 +45,9 @@ func ExampleLocker_Share() {
 		panic(err)
 	}
 	_, err := b.Acquire(ctx, "job", "process-b", time.Minute)
-	fmt.Println(err)
-	// Output: lease: "job" is held by "process-a" for another 1m0s
+	var held *lease.HeldError
+	if errors.As(err, &held) {
+		fmt.Println("held by", held.Owner)
+	}
+	// Output: held by process-a
 }
