@@ -234,7 +234,9 @@ func (l *toy) Renew(ctx context.Context, held lease.Lease, ttl time.Duration) (l
 	if t == nil {
 		return lease.Lease{}, lease.ErrLost
 	}
-	t.expires = time.Now().Add(ttl)
+	if exp := time.Now().Add(ttl); !l.is("renew-never-shortens") || exp.After(t.expires) {
+		t.expires = exp
+	}
 	return l.out(t, start, ttl), nil
 }
 

@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -154,5 +155,32 @@ func init() {
 			mustBeLost(t, "Release by "+f.what, err)
 		}
 		s.mustHold(t, l, held, "after forged Renew and Release calls")
+	})
+}
+
+func init() {
+	register("renew and re-acquire with a shorter ttl end the tenure sooner", func(t *testing.T, s *suite) {
+		l := s.locker(t)
+		ctx := context.Background()
+		for _, how := range []string{"Renew", "Acquire"} {
+			name := s.name("shorter-" + how)
+			held, _ := s.acquire(t, l, name, "owner-a", long)
+			var granted time.Time
+			if how == "Renew" {
+				_, granted = s.renew(t, l, held, s.h.TTL)
+			} else {
+				var again lease.Lease
+				again, granted = s.acquire(t, l, name, "owner-a", s.h.TTL)
+				if again.Token != held.Token {
+					t.Fatalf("re-entrant Acquire with a shorter ttl changed the token from %d to %d", held.Token, again.Token)
+				}
+			}
+			// "now+ttl" holds both ways: the tenure must end one short ttl
+			// after the call, not keep the longer expiry it had.
+			s.expire(t, l, name, s.h.TTL, granted)
+			if _, err := l.Renew(ctx, held, long); !errors.Is(err, lease.ErrLost) {
+				t.Fatalf("Renew after the shortened tenure expired: got %v, want ErrLost", err)
+			}
+		}
 	})
 }
