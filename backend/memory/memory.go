@@ -179,7 +179,7 @@ func (l *Locker) Inspect(ctx context.Context, name string) (lease.Lease, error) 
 	if !held {
 		return lease.Lease{}, fmt.Errorf("lease/memory: inspect %q: %w", name, lease.ErrNotHeld)
 	}
-	return lease.Lease{Name: name, Owner: t.owner, Token: t.token, Expires: t.expires}, nil
+	return t.view(name), nil
 }
 
 // List implements lease.Lister.
@@ -196,7 +196,7 @@ func (l *Locker) List(ctx context.Context, prefix string) ([]lease.Lease, error)
 			continue
 		}
 		if t, held := l.current(name, now); held {
-			out = append(out, lease.Lease{Name: name, Owner: t.owner, Token: t.token, Expires: t.expires})
+			out = append(out, t.view(name))
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
@@ -218,7 +218,7 @@ func (l *Locker) ForceRelease(ctx context.Context, name string) (lease.Lease, er
 		return lease.Lease{}, fmt.Errorf("lease/memory: force release %q: %w", name, lease.ErrNotHeld)
 	}
 	delete(l.leases, name)
-	return lease.Lease{Name: name, Owner: t.owner, Token: t.token, Expires: t.expires}, nil
+	return t.view(name), nil
 }
 
 // Close marks the store closed; later calls fail with lease.ErrClosed.
@@ -228,6 +228,15 @@ func (l *Locker) Close() error {
 	return nil
 }
 
+// lease is the holder's view of t: with a Deadline for a call that
+// started at start.
 func (l *Locker) lease(name string, t tenure, start time.Time, ttl time.Duration) lease.Lease {
-	return lease.Lease{Name: name, Owner: t.owner, Token: t.token, Expires: t.expires, Deadline: lease.DeadlineFrom(start, ttl)}
+	out := t.view(name)
+	out.Deadline = lease.DeadlineFrom(start, ttl)
+	return out
+}
+
+// view is an observer's view of t, as Inspect and List return it.
+func (t tenure) view(name string) lease.Lease {
+	return lease.Lease{Name: name, Owner: t.owner, Token: t.token, Expires: t.expires}
 }
