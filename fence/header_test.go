@@ -53,15 +53,15 @@ func TestDecodeNameLenient(t *testing.T) {
 
 func TestDecodeNameRefuses(t *testing.T) {
 	for raw, why := range map[string]string{
-		"":                  "empty",
-		"a b":               "0x20",
-		"a\tb":              "0x09",
-		"é":                 "0xc3",
-		"a%":                "'%'",
-		"a%2":               "'%'",
-		"a%zz":              "'%'",
-		"%ff":               "UTF-8",
-		"%00":               "", // a valid name: NUL
+		"":                                      "empty",
+		"a b":                                   "0x20",
+		"a\tb":                                  "0x09",
+		"é":                                     "0xc3",
+		"a%":                                    "'%'",
+		"a%2":                                   "'%'",
+		"a%zz":                                  "'%'",
+		"%ff":                                   "UTF-8",
+		"%00":                                   "", // a valid name: NUL
 		strings.Repeat("a", lease.MaxNameLen+1): "longer than",
 		strings.Repeat("%41", lease.MaxNameLen+1): "longer than",
 	} {

@@ -222,7 +222,6 @@ func (s *toyStore) Read(ctx context.Context, key string) (string, bool, error) {
 	return v, ok, nil
 }
 
-
 // tail returns the last lines of a child's output.
 func tail(out []byte) string {
 	lines := strings.Split(strings.TrimRight(string(out), "\n"), "\n")

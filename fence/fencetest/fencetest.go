@@ -169,4 +169,3 @@ func checkErrKind(t *testing.T, op string, err, want error) {
 		t.Fatalf("%s: got %v, which matches fence.ErrStale; want only %v", op, err, want)
 	}
 }
-
