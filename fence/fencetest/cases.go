@@ -201,7 +201,6 @@ type op struct {
 // tokens: the store must act as if the writes happened one at a time.
 func concurrentWriters(ctx context.Context, t *testing.T, s *suite) {
 	name, key := s.name("concurrent"), s.key("concurrent")
-	n := s.h.Writers * s.h.Writes
 	var (
 		mu  sync.Mutex
 		ops []op
@@ -217,9 +216,9 @@ func concurrentWriters(ctx context.Context, t *testing.T, s *suite) {
 			// holders come and go and paused ones wake up.
 			rng := rand.New(rand.NewPCG(uint64(w), 42))
 			for i := 0; i < s.h.Writes; i++ {
-				token := uint64(1 + rng.IntN(n))
-				if rng.IntN(3) > 0 {
-					token = uint64(i*s.h.Writers + 1 + rng.IntN(2*s.h.Writers))
+				token := uint64(i*s.h.Writers + 1 + rng.IntN(2*s.h.Writers))
+				if rng.IntN(3) == 0 {
+					token = 1 + rng.Uint64N(token)
 				}
 				o := op{token: token, start: time.Now()}
 				err := tg.Write(ctx, name, token, key, strconv.FormatUint(token, 10))
