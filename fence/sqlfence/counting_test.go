@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -128,13 +129,11 @@ func (cn *countingConn) PrepareContext(ctx context.Context, q string) (driver.St
 }
 
 func (cn *countingConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
-	var tx driver.Tx
-	var err error
-	if bt, ok := cn.Conn.(driver.ConnBeginTx); ok {
-		tx, err = bt.BeginTx(ctx, opts)
-	} else {
-		tx, err = cn.Conn.Begin() //nolint:staticcheck // drivers without BeginTx
+	bt, ok := cn.Conn.(driver.ConnBeginTx)
+	if !ok {
+		return nil, errors.New("counting: the driver has no BeginTx")
 	}
+	tx, err := bt.BeginTx(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
