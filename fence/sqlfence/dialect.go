@@ -3,12 +3,9 @@ package sqlfence
 import (
 	"database/sql"
 	"fmt"
-	"path"
-	"reflect"
-	"regexp"
-	"strings"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/internal/sqlcatalog"
 )
 
 // Dialect is the SQL flavour of a Fence's statements.
@@ -47,40 +44,27 @@ func (d Dialect) valid() bool { return d >= SQLite && d <= MySQL }
 // of its type, so that this package imports no driver.
 func detectDialect(db *sql.DB) (Dialect, error) {
 	drv := db.Driver()
-	t := reflect.TypeOf(drv)
-	for t != nil && t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	pkg := ""
-	if t != nil {
-		pkg = t.PkgPath()
-	}
-	switch {
-	case strings.Contains(pkg, "sqlite"):
+	switch f, pkg := sqlcatalog.FlavourOf(drv); f {
+	case sqlcatalog.SQLite:
 		return SQLite, nil
-	case strings.Contains(pkg, "pgx"), path.Base(pkg) == "pq", strings.Contains(pkg, "postgres"):
+	case sqlcatalog.PostgreSQL:
 		return PostgreSQL, nil
-	case strings.Contains(pkg, "mysql"):
+	case sqlcatalog.MySQL:
 		return MySQL, nil
+	default:
+		return 0, fmt.Errorf("%w: cannot tell the SQL dialect of driver %T (package %q): pass WithDialect", lease.ErrInvalid, drv, pkg)
 	}
-	return 0, fmt.Errorf("%w: cannot tell the SQL dialect of driver %T (package %q): pass WithDialect", lease.ErrInvalid, drv, pkg)
 }
 
-// tablePattern is what WithTable accepts: an identifier of up to 63
-// characters, optionally qualified by a schema (or, on SQLite, an attached
-// database name). It is never quoted, so PostgreSQL folds it to lower case.
-var tablePattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}(\.[A-Za-z_][A-Za-z0-9_]{0,62})?$`)
-
-func checkTable(table string) error {
-	if !tablePattern.MatchString(table) {
-		return fmt.Errorf("%w: table name %q is not an identifier (want [schema.]name of letters, digits and _, up to 63 each, not starting with a digit)", lease.ErrInvalid, table)
+// flavour is d's family for package sqlcatalog.
+func (d Dialect) flavour() sqlcatalog.Flavour {
+	switch d {
+	case SQLite:
+		return sqlcatalog.SQLite
+	case PostgreSQL:
+		return sqlcatalog.PostgreSQL
+	case MySQL:
+		return sqlcatalog.MySQL
 	}
-	return nil
-}
-
-func splitTable(table string) (schema, name string) {
-	if i := strings.IndexByte(table, '.'); i >= 0 {
-		return table[:i], table[i+1:]
-	}
-	return "", table
+	return sqlcatalog.Unknown
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/leasekit/lease"
 	"github.com/leasekit/lease/fence"
+	"github.com/leasekit/lease/internal/sqlcatalog"
 )
 
 // Fence keeps the fences of one database in one table, and checks writes
@@ -38,7 +39,7 @@ type Option func(*config)
 // error matching lease.ErrInvalid otherwise.
 func WithTable(table string) Option {
 	return func(c *config) {
-		if err := checkTable(table); err != nil && c.err == nil {
+		if err := sqlcatalog.CheckTable(table); err != nil && c.err == nil {
 			c.err = err
 		}
 		c.table = table
@@ -133,26 +134,5 @@ func (f *Fence) Create(ctx context.Context) error {
 
 // tableExists asks the database's catalog whether the table exists.
 func (f *Fence) tableExists(ctx context.Context) (bool, error) {
-	schema, name := splitTable(f.table)
-	var n int
-	var err error
-	switch f.dialect {
-	case SQLite:
-		master := "sqlite_master"
-		if schema != "" {
-			master = schema + ".sqlite_master"
-		}
-		err = f.db.QueryRowContext(ctx, `SELECT count(*) FROM `+master+` WHERE type = 'table' AND name = ?1 COLLATE NOCASE`, name).Scan(&n)
-	case PostgreSQL:
-		// to_regclass resolves the name as the statements will (search
-		// path, case folding) and returns NULL instead of failing.
-		err = f.db.QueryRowContext(ctx, `SELECT count(*) FROM (SELECT to_regclass($1::text) AS r) x WHERE r IS NOT NULL`, f.table).Scan(&n)
-	case MySQL:
-		var s any
-		if schema != "" {
-			s = schema
-		}
-		err = f.db.QueryRowContext(ctx, `SELECT count(*) FROM information_schema.tables WHERE table_schema = COALESCE(?, DATABASE()) AND table_name = ?`, s, name).Scan(&n)
-	}
-	return n > 0, err
+	return sqlcatalog.TableExists(ctx, f.db, f.dialect.flavour(), f.table)
 }

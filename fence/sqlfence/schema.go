@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/internal/sqlcatalog"
 )
 
 // DefaultTable is the fence table of a Fence made without WithTable.
@@ -47,7 +48,7 @@ func Schema(d Dialect, table string) (string, error) {
 	if !d.valid() {
 		return "", fmt.Errorf("fence/sql: %w: unknown SQL dialect %v", lease.ErrInvalid, d)
 	}
-	if err := checkTable(table); err != nil {
+	if err := sqlcatalog.CheckTable(table); err != nil {
 		return "", fmt.Errorf("fence/sql: %w", err)
 	}
 	return strings.ReplaceAll(schemas[d], "{T}", table), nil
