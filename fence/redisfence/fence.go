@@ -96,8 +96,12 @@ func (f *Fence) Key(name string) string {
 // Fence's hash tag, with the arguments that follow the key. Build it with
 // Cmd.
 type Command struct {
+	// Name is the command, in any case: one of those Do lists.
 	Name string
-	Key  string
+	// Key is the one key the command writes; it must carry the Fence's
+	// hash tag.
+	Key string
+	// Args are the arguments after the key, as go-redis takes them.
 	Args []any
 }
 
