@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 
+	"go.uber.org/goleak"
+
 	"github.com/leasekit/lease/fence"
 	"github.com/leasekit/lease/fence/sqlfence"
 	"github.com/leasekit/lease/internal/testenv"
@@ -121,3 +123,5 @@ func TestGuardedWriteSQL(t *testing.T) {
 		t.Fatalf("psql with token 11 after sqlfence accepted 12 succeeded:\n%s", out)
 	}
 }
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
