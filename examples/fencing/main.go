@@ -11,8 +11,9 @@
 // the write. Only the system being written to can refuse the stale write,
 // and the fencing token is how it tells: every new tenure's is larger.
 //
-// Here worker-a is a goroutine stopped on a channel between its check and
-// its write, holding a lease that nothing renews, as in a frozen process.
+// Here worker-a renews its lease and checks it, then its goroutine stops on
+// a channel before its write, and nothing renews the lease, as in a frozen
+// process.
 // worker-b waits for the lease with lease.Run and gets it once worker-a's
 // has expired in the store. Two resources are written:
 //
@@ -59,8 +60,9 @@ func main() {
 	}
 }
 
-// ttl is the lease's length: short, so that the pause outlasts it soon.
-const ttl = 500 * time.Millisecond
+// ttl is the lease's length: short, so that the pause outlasts it soon,
+// yet long enough for a renewal and a check on a loaded machine.
+const ttl = time.Second
 
 // world is the shared state of one run: the database, and the lease store,
 // the fence and the tables in it.
@@ -150,22 +152,27 @@ func story(ctx context.Context, w *world, label, name string, write func(context
 	}
 	say("worker-a writes: ok")
 
-	// worker-a checks its lease, then stops before its next write, on a
-	// channel that only worker-b's side of the story closes.
+	// worker-a renews its lease and checks it, then stops before its next
+	// write, on a channel that only worker-b's side of the story closes.
+	// Nothing renews the lease while it is stopped.
+	if a, err = w.locker.Renew(ctx, a, ttl); err != nil {
+		return fmt.Errorf("worker-a's renewal: %w", err)
+	}
 	resume := make(chan struct{})
 	var resumeOnce sync.Once
 	wake := func() { resumeOnce.Do(func() { close(resume) }) }
 	defer wake()
+	checked := make(chan bool)
 	late := make(chan error, 1)
 	go func() {
-		if !a.Valid() {
-			late <- errors.New("worker-a's lease should still be valid before its pause")
-			return
-		}
+		checked <- a.Valid()
 		<-resume // paused: a GC pause, a frozen VM...
 		late <- write(context.Background(), a, "late draft by worker-a")
 	}()
-	say("worker-a checks that its lease is valid, then pauses before its next write")
+	if !<-checked {
+		return fmt.Errorf("worker-a's lease ran out right after its renewal: the machine is too slow for a %s lease", ttl)
+	}
+	say("worker-a renews its lease, checks that it is valid, then pauses before its next write")
 
 	// worker-b waits for the lease: it gets it when worker-a's has expired
 	// in the store.

@@ -22,7 +22,7 @@ import (
 // want are the lines that say the story went as it should; run itself
 // fails when the stale write is accepted or the data is not worker-b's.
 var want = []string{
-	"sql: worker-a checks that its lease is valid, then pauses before its next write",
+	"sql: worker-a renews its lease, checks that it is valid, then pauses before its next write",
 	"sql: worker-b takes the lease once worker-a's has expired, with a larger token",
 	"sql: worker-a wakes up and writes: refused (fence.ErrStale), worker-b's token beat its own",
 	`sql: the data reads "final by worker-b, revised"`,
