@@ -4,15 +4,19 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
+
+	"github.com/leasekit/lease/internal/redact"
 )
 
 // Opener opens a Locker from a parsed URL whose scheme it was registered
 // for. It must reject query parameters it does not know with an error
-// matching ErrInvalid, and the Locker's Close must close whatever the
-// Opener opened.
+// matching ErrInvalid, must return by the time ctx ends, and the Locker's
+// Close must close whatever the Opener opened. Its errors need not repeat
+// the URL: Open adds it, with secrets masked.
 type Opener func(ctx context.Context, u *url.URL) (Locker, error)
 
 var (
@@ -77,12 +81,15 @@ var schemeHints = map[string]string{
 // listed in the README; an unknown one is an error. Close the returned
 // Locker to close what Open opened.
 func Open(ctx context.Context, rawURL string) (Locker, error) {
+	if hostPort.MatchString(rawURL) {
+		return nil, fmt.Errorf("%w: backend %q is a host and port, not a URL: name the store, e.g. redis://%s, postgres://user@%s/db or etcd://%s", ErrInvalid, rawURL, rawURL, rawURL, rawURL)
+	}
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("%w: backend URL: %v", ErrInvalid, err)
+		return nil, fmt.Errorf("%w: backend URL %s does not parse: %v", ErrInvalid, redact.URL(rawURL), redact.ParseError(err))
 	}
 	if u.Scheme == "" {
-		return nil, fmt.Errorf("%w: backend URL %q has no scheme (want e.g. sqlite:///path/lease.db or redis://host:6379)", ErrInvalid, Redact(rawURL))
+		return nil, fmt.Errorf("%w: backend URL %q has no scheme (want e.g. sqlite:///path/lease.db or redis://host:6379)", ErrInvalid, redact.URL(rawURL))
 	}
 	scheme := strings.ToLower(u.Scheme)
 	registryMu.RLock()
@@ -96,46 +103,11 @@ func Open(ctx context.Context, rawURL string) (Locker, error) {
 	}
 	l, err := opener(ctx, u)
 	if err != nil {
-		return nil, fmt.Errorf("lease: open %s: %w", Redact(rawURL), err)
+		return nil, fmt.Errorf("lease: open %s: %w", redact.URL(rawURL), err)
 	}
 	return l, nil
 }
 
-// Redact returns rawURL with any password replaced by "xxxxx", for error
-// messages and logs.
-func Redact(rawURL string) string {
-	u, err := url.Parse(rawURL)
-	if err != nil || u.User == nil {
-		return rawURL
-	}
-	return u.Redacted()
-}
-
-// URLQuery returns u's query parameters after checking that each is one of
-// known and appears once. Openers use it so that a misspelt option is an
-// error matching ErrInvalid rather than silently ignored.
-func URLQuery(u *url.URL, known ...string) (url.Values, error) {
-	q, err := url.ParseQuery(u.RawQuery)
-	if err != nil {
-		return nil, fmt.Errorf("%w: query of %s URL: %v", ErrInvalid, u.Scheme, err)
-	}
-	for k, v := range q {
-		found := false
-		for _, kn := range known {
-			if k == kn {
-				found = true
-				break
-			}
-		}
-		if !found {
-			if len(known) == 0 {
-				return nil, fmt.Errorf("%w: %s URL takes no query parameters, got %q", ErrInvalid, u.Scheme, k)
-			}
-			return nil, fmt.Errorf("%w: unknown query parameter %q in %s URL (known: %s)", ErrInvalid, k, u.Scheme, strings.Join(known, ", "))
-		}
-		if len(v) > 1 {
-			return nil, fmt.Errorf("%w: query parameter %q given %d times in %s URL", ErrInvalid, k, len(v), u.Scheme)
-		}
-	}
-	return q, nil
-}
+// hostPort matches "127.0.0.1:6379", "localhost:5432" and "[::1]:2379":
+// an address given where a URL was wanted.
+var hostPort = regexp.MustCompile(`^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):[0-9]+$`)

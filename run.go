@@ -17,6 +17,14 @@ type runConfig struct {
 	renewEvery time.Duration // 0: ttl/3; <0: never
 	wait       time.Duration
 	minHold    time.Duration
+	err        error // the first invalid option
+}
+
+// invalid records the first invalid option, which Run reports.
+func (c *runConfig) invalid(format string, args ...any) {
+	if c.err == nil {
+		c.err = fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
+	}
 }
 
 // WithOwner makes Run acquire as owner instead of a fresh NewOwner(). Two
@@ -25,20 +33,46 @@ type runConfig struct {
 func WithOwner(owner string) RunOption { return func(c *runConfig) { c.owner = owner } }
 
 // WithRenewEvery makes Run renew the lease every d instead of every ttl/3.
-func WithRenewEvery(d time.Duration) RunOption { return func(c *runConfig) { c.renewEvery = d } }
+// d must be positive and shorter than the ttl (use WithoutRenewal to turn
+// renewal off); Run reports anything else as an error matching ErrInvalid.
+func WithRenewEvery(d time.Duration) RunOption {
+	return func(c *runConfig) {
+		if d <= 0 {
+			c.invalid("WithRenewEvery(%s): the interval must be positive (WithoutRenewal turns renewal off)", d)
+			return
+		}
+		c.renewEvery = d
+	}
+}
 
 // WithoutRenewal makes Run hold the lease for one ttl only: fn's context is
 // cancelled when the Deadline passes.
 func WithoutRenewal() RunOption { return func(c *runConfig) { c.renewEvery = -1 } }
 
 // WithWait makes Run wait up to d for a busy lease, retrying with jittered
-// backoff, instead of returning the *HeldError at once.
-func WithWait(d time.Duration) RunOption { return func(c *runConfig) { c.wait = d } }
+// backoff, instead of returning the *HeldError at once. A negative d is an
+// error matching ErrInvalid.
+func WithWait(d time.Duration) RunOption {
+	return func(c *runConfig) {
+		if d < 0 {
+			c.invalid("WithWait(%s): negative wait", d)
+		}
+		c.wait = d
+	}
+}
 
 // WithMinHold makes Run keep the lease until d after it was acquired, even
 // if fn returns earlier, so that hosts whose timers fire a little apart do
-// not each run the same scheduled job.
-func WithMinHold(d time.Duration) RunOption { return func(c *runConfig) { c.minHold = d } }
+// not each run the same scheduled job. A negative d is an error matching
+// ErrInvalid.
+func WithMinHold(d time.Duration) RunOption {
+	return func(c *runConfig) {
+		if d < 0 {
+			c.invalid("WithMinHold(%s): negative hold", d)
+		}
+		c.minHold = d
+	}
+}
 
 type leaseKey struct{}
 
@@ -71,6 +105,10 @@ func FromContext(ctx context.Context) (Lease, bool) {
 //   - It acquires name for ttl as a fresh NewOwner() (see WithOwner). When
 //     another owner holds it, Run returns the *HeldError (errors.Is ErrHeld)
 //     without calling fn, unless WithWait says to wait.
+//   - fn is never entered at or after the lease's Deadline: each Acquire is
+//     bounded by the Deadline it would grant, and a tenure whose grant
+//     arrives too late to act on is released unused and reported as an
+//     error matching context.DeadlineExceeded (the store was too slow).
 //   - While fn runs, it renews the lease every ttl/3 (see WithRenewEvery and
 //     WithoutRenewal). The ctx given to fn carries the lease (FromContext)
 //     and is cancelled, with a context.Cause matching ErrLost, as soon as a
@@ -96,17 +134,14 @@ func Run(ctx context.Context, l Locker, name string, ttl time.Duration, fn func(
 		cfg.owner = NewOwner()
 	}
 	switch {
+	case cfg.err != nil:
+		return cfg.err
 	case l == nil:
 		return fmt.Errorf("%w: Run with a nil Locker", ErrInvalid)
 	case fn == nil:
 		return fmt.Errorf("%w: Run with a nil fn", ErrInvalid)
 	case cfg.renewEvery > 0 && cfg.renewEvery >= ttl:
 		return fmt.Errorf("%w: renewal every %s would come after the ttl of %s ran out", ErrInvalid, cfg.renewEvery, ttl)
-	case cfg.wait < 0 || cfg.minHold < 0:
-		return fmt.Errorf("%w: Run with a negative wait or min-hold", ErrInvalid)
-	}
-	if err := CheckAcquire(name, cfg.owner, ttl); err != nil {
-		return err
 	}
 	if cfg.renewEvery == 0 {
 		cfg.renewEvery = ttl / 3
@@ -153,6 +188,15 @@ func Run(ctx context.Context, l Locker, name string, ttl time.Duration, fn func(
 		wdMu.Unlock()
 	})
 
+	// The grant may have taken so long that nothing is left of the tenure:
+	// never enter fn then (the last check before the call).
+	if late := time.Since(h.get().Deadline); late >= 0 {
+		stop()
+		rctx, rcancel := releaseContext(ctx, ttl)
+		defer rcancel()
+		_ = l.Release(rctx, h.get())
+		return fmt.Errorf("lease %q: the store granted it %s after its Deadline had passed, too late to act on; it was released unused: %w", name, late.Round(time.Millisecond), context.DeadlineExceeded)
+	}
 	finished := false
 	defer func() {
 		if finished {
@@ -248,9 +292,9 @@ func acquireWaiting(ctx context.Context, l Locker, name, owner string, ttl, wait
 	limit := time.Now().Add(wait)
 	backoff := 10 * time.Millisecond
 	for {
-		// An answer later than the ttl would come with its Deadline already
-		// passed: give up on it and say the store is slow.
-		actx, acancel := context.WithTimeout(ctx, ttl)
+		// An answer after the Deadline it would grant is of no use: stop
+		// waiting for it then (the store is slow or stalled).
+		actx, acancel := context.WithDeadline(ctx, time.Now().Add(ttl-DriftMargin(ttl)))
 		held, err := l.Acquire(actx, name, owner, ttl)
 		acancel()
 		if err == nil || wait <= 0 {
@@ -272,7 +316,7 @@ func acquireWaiting(ctx context.Context, l Locker, name, owner string, ttl, wait
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return Lease{}, fmt.Errorf("lease %q: gave up waiting (last: %v): %w", name, err, context.Cause(ctx))
+			return Lease{}, fmt.Errorf("lease %q: gave up waiting: %w; last attempt: %w", name, context.Cause(ctx), err)
 		case <-t.C:
 		}
 	}

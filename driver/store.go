@@ -1,0 +1,82 @@
+package driver
+
+import (
+	"context"
+	"time"
+)
+
+// Tenure is one tenure of a name as a store reports it. The Locker turns
+// it into a lease.Lease (adding the Deadline) or a *lease.HeldError.
+type Tenure struct {
+	// Name is the lease name. A Store may leave it empty in results about
+	// the name it was asked for; the Locker fills it in.
+	Name string
+	// Owner is the holder of the tenure.
+	Owner string
+	// Token is the tenure's fencing token; never zero.
+	Token uint64
+	// Expires is when the tenure ends by the store's clock.
+	Expires time.Time
+	// Remaining is how long the tenure had left by the store's clock when
+	// the store answered. Acquire must set it when another owner holds the
+	// name (it becomes HeldError.Remaining); elsewhere it may be zero.
+	Remaining time.Duration
+}
+
+// Store is what a backend implements: the store's side of each operation
+// and nothing else. The Locker that NewLocker builds around a Store calls
+// it only with arguments that passed the contract's checks, only while the
+// Locker is open and only with a context that has not ended; it stamps
+// every Deadline, builds every sentinel error and prefixes every error, so
+// a Store returns plain outcomes and its driver's own errors.
+//
+// Every method must return by the time ctx ends (plus the few milliseconds
+// a driver needs to notice), with an error that wraps the context's error
+// or the driver's; it must never report a store failure as an outcome
+// (a name that looks held, a tenure that looks lost).
+type Store interface {
+	// Acquire starts a tenure of name for owner lasting ttl by the store's
+	// clock when the name is free (never held, released or expired), with
+	// a Token greater than every token the name has had; extends owner's
+	// own unexpired tenure to now+ttl keeping its Token; and otherwise
+	// changes nothing. It returns the tenure that holds name when it is
+	// done: the caller's when its Owner is owner, else the holder's, with
+	// Remaining set.
+	Acquire(ctx context.Context, name, owner string, ttl time.Duration) (Tenure, error)
+
+	// Renew extends t (matched by Name, Owner and Token) to now+ttl by the
+	// store's clock if it is still unexpired, and returns it with its new
+	// Expires and ok true. If t is not the current unexpired tenure of its
+	// name it changes nothing and returns ok false.
+	Renew(ctx context.Context, t Tenure, ttl time.Duration) (renewed Tenure, ok bool, err error)
+
+	// Release ends t (matched by Name, Owner and Token) if it is still the
+	// current unexpired tenure and returns true; otherwise it changes
+	// nothing and returns false. A later tenure's Token must still be
+	// greater than t's.
+	Release(ctx context.Context, t Tenure) (ok bool, err error)
+
+	// Inspect returns the current unexpired tenure of name, or ok false
+	// when there is none.
+	Inspect(ctx context.Context, name string) (t Tenure, ok bool, err error)
+
+	// Close releases what the Store opened itself. The Locker calls it
+	// once.
+	Close() error
+}
+
+// Lister is a Store that can list tenures; the Locker's List uses it.
+type Lister interface {
+	// List returns the unexpired tenures whose names start with prefix
+	// ("" for all), sorted by name in byte order.
+	List(ctx context.Context, prefix string) ([]Tenure, error)
+}
+
+// ForceReleaser is a Store that can end a tenure whoever holds it; the
+// Locker's ForceRelease uses it.
+type ForceReleaser interface {
+	// ForceRelease ends the current unexpired tenure of name and returns
+	// it, or returns ok false when there is none. The next tenure's Token
+	// must be greater.
+	ForceRelease(ctx context.Context, name string) (ended Tenure, ok bool, err error)
+}
