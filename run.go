@@ -88,6 +88,12 @@ func (h *holding) get() Lease {
 	return h.l
 }
 
+func (h *holding) set(l Lease) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.l = l
+}
+
 // FromContext returns the lease held by the Run whose fn got ctx, as of
 // its latest renewal, so that fn can pass its Token to the systems it
 // writes to.
@@ -109,8 +115,8 @@ func FromContext(ctx context.Context) (Lease, bool) {
 //     bounded by the Deadline it would grant, and a tenure whose grant
 //     arrives too late to act on is released unused and reported as an
 //     error matching context.DeadlineExceeded (the store was too slow).
-//   - While fn runs, it renews the lease every ttl/3 (see WithRenewEvery and
-//     WithoutRenewal). The ctx given to fn carries the lease (FromContext)
+//   - While fn runs, it renews the lease about every ttl/3 (see
+//     WithRenewEvery and WithoutRenewal). The ctx given to fn carries the lease (FromContext)
 //     and is cancelled, with a context.Cause matching ErrLost, as soon as a
 //     renewal reports the lease lost or the lease's Deadline passes without
 //     a successful renewal. fn must stop acting as the holder then.
@@ -122,9 +128,14 @@ func FromContext(ctx context.Context) (Lease, bool) {
 // release's error when the store failed then. A store error while
 // acquiring is returned as it is: it does not match ErrHeld.
 //
-// Run starts one goroutine, for renewals, and returns only after it has
-// ended; renewals are called with a context that ends at the lease's
-// Deadline, so Run's return waits on a Locker only if it ignores contexts.
+// The Runs that share a Locker share one renewer, which coalesces the
+// renewals that fall due together into one call when the Locker is a
+// BatchRenewer (every Locker of this module is), spreads them over ±10% of
+// the interval so that Runs started together do not renew in waves, and
+// renews the most urgent first. Its goroutine lives while any Run on the
+// Locker does; Run returns only after its renewals have stopped, and
+// renewals are called with a context that ends at a Deadline, so Run's
+// return waits on a Locker only if it ignores contexts.
 func Run(ctx context.Context, l Locker, name string, ttl time.Duration, fn func(ctx context.Context) error, opts ...RunOption) (err error) {
 	cfg := runConfig{}
 	for _, o := range opts {
@@ -165,24 +176,24 @@ func Run(ctx context.Context, l Locker, name string, ttl time.Duration, fn func(
 	})
 	defer watchdog.Stop()
 
-	stopRenew := make(chan struct{})
-	var renewWG sync.WaitGroup
+	stopRenewing := func() {}
 	if cfg.renewEvery > 0 {
-		renewWG.Add(1)
-		go func() {
-			defer renewWG.Done()
-			renewLoop(fnCtx, l, h, ttl, cfg.renewEvery, stopRenew, cancel, func(d time.Duration) {
+		stopRenewing = startRenewing(l, &renewJob{
+			h:     h,
+			ttl:   ttl,
+			every: cfg.renewEvery,
+			lost:  func(err error) { cancel(err) },
+			renewed: func(got Lease) {
 				wdMu.Lock()
 				defer wdMu.Unlock()
 				if fnCtx.Err() == nil {
-					watchdog.Reset(d)
+					watchdog.Reset(time.Until(got.Deadline))
 				}
-			})
-		}()
+			},
+		})
 	}
 	stop := sync.OnceFunc(func() {
-		close(stopRenew)
-		renewWG.Wait()
+		stopRenewing()
 		wdMu.Lock()
 		watchdog.Stop()
 		wdMu.Unlock()
@@ -247,43 +258,6 @@ func Run(ctx context.Context, l Locker, name string, ttl time.Duration, fn func(
 // which is often why fn returned, but not by more than the ttl.
 func releaseContext(ctx context.Context, ttl time.Duration) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), min(ttl, 10*time.Second))
-}
-
-// renewLoop renews h's lease every `every` until stop is closed or fnCtx
-// ends. It cancels fnCtx as soon as a renewal reports the lease lost.
-// Other errors are retried sooner; the watchdog covers the Deadline.
-func renewLoop(fnCtx context.Context, l Locker, h *holding, ttl, every time.Duration, stop <-chan struct{}, cancel context.CancelCauseFunc, renewed func(time.Duration)) {
-	next := every
-	for {
-		t := time.NewTimer(next)
-		select {
-		case <-stop:
-			t.Stop()
-			return
-		case <-fnCtx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
-		cur := h.get()
-		rctx, rcancel := context.WithDeadline(fnCtx, cur.Deadline)
-		got, err := l.Renew(rctx, cur, ttl)
-		rcancel()
-		switch {
-		case err == nil:
-			h.mu.Lock()
-			h.l = got
-			h.mu.Unlock()
-			renewed(time.Until(got.Deadline))
-			next = every
-		case errors.Is(err, ErrLost):
-			cancel(fmt.Errorf("lease %q: renewal: %w", cur.Name, err))
-			return
-		default:
-			// The store failed; try again soon, while the Deadline lasts.
-			next = max(every/4, time.Millisecond)
-		}
-	}
 }
 
 // acquireWaiting acquires name, waiting up to wait with jittered backoff

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -128,7 +129,7 @@ type toyTenure struct {
 
 type toy struct {
 	*toyStore
-	closed bool
+	closed atomic.Bool
 }
 
 func (s *toyStore) is(mode string) bool { return s.mode == mode }
@@ -152,7 +153,7 @@ func (s *toyStore) live(name string) *toyTenure {
 }
 
 func (l *toy) check(ctx context.Context) error {
-	if l.closed && !l.is("usable-after-close") {
+	if l.closed.Load() && !l.is("usable-after-close") {
 		return lease.ErrClosed
 	}
 	if err := ctx.Err(); err != nil {
@@ -334,7 +335,6 @@ func (l *toy) Inspect(ctx context.Context, name string) (lease.Lease, error) {
 }
 
 func (l *toy) Close() error {
-	l.closed = true
+	l.closed.Store(true)
 	return nil
 }
-

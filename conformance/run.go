@@ -71,15 +71,35 @@ func runConcurrentOnlyOne(t testing.TB, s *suite) {
 		}()
 	}
 	var errs []error
-	select {
-	case err := <-results:
-		errs = append(errs, err)
-	case <-time.After(20 * time.Second):
-		close(release)
-		t.Fatalf("neither Run returned while one of them was inside fn (ran %d times)", ran.Load())
+	limit := time.After(20 * time.Second)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+wait:
+	for {
+		select {
+		case err := <-results:
+			errs = append(errs, err)
+			break wait
+		case <-tick.C:
+			if running.Load() > 1 {
+				break wait // both are inside fn: already a failure
+			}
+		case <-limit:
+			break wait
+		}
 	}
 	close(release)
-	errs = append(errs, <-results)
+	for len(errs) < 2 {
+		select {
+		case err := <-results:
+			errs = append(errs, err)
+		case <-time.After(20 * time.Second):
+			t.Fatalf("a Run did not return after fn did (ran %d times)", ran.Load())
+		}
+	}
+	if len(errs) == 2 && ran.Load() == 0 {
+		t.Fatalf("neither Run entered fn: %v; %v", errs[0], errs[1])
+	}
 	if ran.Load() != 1 {
 		t.Fatalf("fn ran %d times, want once", ran.Load())
 	}

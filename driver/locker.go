@@ -291,3 +291,7 @@ func Quote(name string) string {
 }
 
 func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
+
+func errBatchLength(got, want int) error {
+	return fmt.Errorf("the store answered a batch of %d renewals with %d outcomes", want, got)
+}

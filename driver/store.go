@@ -80,3 +80,28 @@ type ForceReleaser interface {
 	// must be greater.
 	ForceRelease(ctx context.Context, name string) (ended Tenure, ok bool, err error)
 }
+
+// BatchRenewer is a Store that renews many tenures in one call, in a
+// number of round trips that does not grow with the batch. The Locker's
+// RenewBatch uses it; without it, RenewBatch renews one tenure at a time.
+type BatchRenewer interface {
+	// RenewBatch renews each item as Store.Renew would and returns one
+	// outcome per item, in order. It returns an error, and no outcomes,
+	// only when the call as a whole failed, so that nothing is known of
+	// any item; an error that concerns one item goes in its outcome.
+	RenewBatch(ctx context.Context, items []RenewItem) ([]RenewOutcome, error)
+}
+
+// RenewItem is one tenure for BatchRenewer.RenewBatch to renew for TTL.
+type RenewItem struct {
+	Tenure Tenure
+	TTL    time.Duration
+}
+
+// RenewOutcome is what BatchRenewer.RenewBatch did with one RenewItem: as
+// Store.Renew's results.
+type RenewOutcome struct {
+	Tenure Tenure // the renewed tenure, with its new Expires, when OK
+	OK     bool
+	Err    error
+}
