@@ -40,6 +40,7 @@ var brokenModes = map[string]string{
 	"ttl-limits-ignored":           "ttls from MinTTL to MaxTTL are accepted and nothing outside them",
 	"usable-after-close":           "a closed locker refuses every call with ErrClosed",
 	"racy-acquire":                 "concurrent acquires on a free name: exactly one wins",
+	"batch-revives-expired":        "a batch of renewals gives each tenure the answer Renew would",
 }
 
 func toyHarness(mode string) conformance.Harness {
@@ -332,6 +333,26 @@ func (l *toy) Inspect(ctx context.Context, name string) (lease.Lease, error) {
 		return lease.Lease{}, fmt.Errorf("toy: %w", lease.ErrNotHeld)
 	}
 	return lease.Lease{Name: name, Owner: t.owner, Token: t.token, Expires: t.expires}, nil
+}
+
+// RenewBatch renews one request at a time, as Renew would, except in
+// mode batch-revives-expired.
+func (l *toy) RenewBatch(ctx context.Context, reqs []lease.RenewRequest) []lease.RenewResult {
+	out := make([]lease.RenewResult, len(reqs))
+	for i, r := range reqs {
+		if l.is("batch-revives-expired") && r.TTL > 0 {
+			l.mu.Lock()
+			if t := l.leases[l.key(r.Lease.Name)]; t != nil && t.owner == r.Lease.Owner && t.token == r.Lease.Token {
+				t.expires = time.Now().Add(r.TTL)
+				out[i].Lease = l.out(t, time.Now(), r.TTL)
+				l.mu.Unlock()
+				continue
+			}
+			l.mu.Unlock()
+		}
+		out[i].Lease, out[i].Err = l.Renew(ctx, r.Lease, r.TTL)
+	}
+	return out
 }
 
 func (l *toy) Close() error {

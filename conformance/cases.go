@@ -50,6 +50,7 @@ var cases = []testCase{
 	{name: "renew keeps the token and moves expiry to now+ttl", contract: "4", fn: renewKeepsToken, waits: 3},
 	{name: "old owner cannot renew after takeover", contract: "4", fn: oldOwnerCannotRenewAfterTakeover, waits: 1},
 	{name: "old owner cannot renew after plain expiry", contract: "4", fn: oldOwnerCannotRenewAfterExpiry, waits: 1},
+	{name: "a batch of renewals gives each tenure the answer Renew would", contract: "4, batch", fn: batchRenewMatchesRenew, waits: 1},
 	// 5. Release.
 	{name: "release frees the name for another owner at once", contract: "5", fn: releaseFreesName},
 	{name: "release then re-acquire by the same owner gets a larger token", contract: "5", fn: releaseThenReacquire},
@@ -97,8 +98,8 @@ type Case struct {
 	Name string
 	// Contract is the contract line (or lines) the case checks: "1" to
 	// "10" as numbered in the lease package documentation, "close" for
-	// Close, "lister" and "force-release" for the optional interfaces,
-	// "run" for lease.Run over the store.
+	// Close, "batch", "lister" and "force-release" for the optional
+	// interfaces, "run" for lease.Run over the store.
 	Contract string
 }
 

@@ -191,3 +191,62 @@ func shorterTTLEndsSooner(t testing.TB, s *suite) {
 		}
 	}
 }
+
+// batchRenewMatchesRenew: a batch of renewals mixing intact, expired,
+// released, taken-over and forged tenures gives each exactly the answer a
+// single Renew would, and changes only the intact ones.
+func batchRenewMatchesRenew(t testing.TB, s *suite) {
+	l := s.locker(t)
+	br, ok := l.(lease.BatchRenewer)
+	if !ok {
+		t.Skip("the Locker does not implement lease.BatchRenewer")
+	}
+	ctx := t.Context()
+	intact, _ := s.acquire(t, l, s.name("batch-intact"), "owner-a", long)
+	released, _ := s.acquire(t, l, s.name("batch-released"), "owner-a", long)
+	if err := l.Release(ctx, released); err != nil {
+		failCall(t, "Release", err)
+	}
+	expiredName, takenName := s.name("batch-expired"), s.name("batch-taken")
+	expired, granted := s.acquire(t, l, expiredName, "owner-a", s.h.TTL)
+	taken, _ := s.acquire(t, l, takenName, "owner-a", s.h.TTL)
+	s.expire(t, l, expiredName, s.h.TTL, granted)
+	s.expire(t, l, takenName, s.h.TTL, granted)
+	taker, _ := s.acquire(t, l, takenName, "owner-b", long)
+	forged := intact
+	forged.Token++
+
+	reqs := []lease.RenewRequest{
+		{Lease: intact, TTL: long},
+		{Lease: expired, TTL: long},
+		{Lease: released, TTL: long},
+		{Lease: taken, TTL: long},
+		{Lease: forged, TTL: long},
+		{Lease: lease.Lease{}, TTL: long},
+		{Lease: intact, TTL: 0},
+	}
+	start := time.Now()
+	res := br.RenewBatch(ctx, reqs)
+	done := time.Now()
+	if len(res) != len(reqs) {
+		t.Fatalf("RenewBatch returned %d results for %d requests", len(res), len(reqs))
+	}
+	if res[0].Err != nil {
+		failCall(t, "RenewBatch of an intact tenure", res[0].Err)
+	}
+	s.checkLease(t, "RenewBatch", res[0].Lease, intact.Name, intact.Owner, long, start, done)
+	if res[0].Lease.Token != intact.Token {
+		t.Fatalf("RenewBatch changed the token from %d to %d", intact.Token, res[0].Lease.Token)
+	}
+	for i, what := range []string{"", "an expired tenure", "a released tenure", "a taken-over tenure", "a forged token"} {
+		if i > 0 {
+			mustBeLost(t, "RenewBatch of "+what, res[i].Err)
+		}
+	}
+	mustBeInvalid(t, "RenewBatch of the zero Lease", res[5].Err, "Lease")
+	mustBeInvalid(t, "RenewBatch with ttl 0", res[6].Err, "ttl")
+	s.mustHold(t, l, res[0].Lease, "after RenewBatch")
+	s.mustBeFree(t, l, expiredName, "after RenewBatch of an expired tenure (it must not be revived)")
+	s.mustBeFree(t, l, released.Name, "after RenewBatch of a released tenure")
+	s.mustHold(t, l, taker, "after RenewBatch of the tenure it took over")
+}
