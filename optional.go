@@ -51,3 +51,30 @@ type RenewResult struct {
 	Lease Lease
 	Err   error
 }
+
+// Waiter is implemented by Lockers whose store can say when a name may
+// have become free (PostgreSQL LISTEN/NOTIFY, Redis pub/sub, an etcd
+// watch), so that a caller waiting for a busy name wakes when it is
+// released instead of polling. Run's WithWait uses it when the Locker has
+// it; Lockers without it are polled.
+type Waiter interface {
+	// Watch starts watching name and returns once the watch is in place,
+	// so that no release after Watch returns goes unnoticed while the
+	// store's connection holds. The Watch's Changed channel then receives
+	// whenever the tenure of name may have ended: released, force-released
+	// or, where the store says so, expired. A wake-up is a hint, never a
+	// grant: Acquire decides. The Watch lasts until Stop or until ctx
+	// ends. It returns an error matching errors.ErrUnsupported when the
+	// store cannot watch after all.
+	Watch(ctx context.Context, name string) (Watch, error)
+}
+
+// Watch is a watch on one name, from Waiter.Watch.
+type Watch interface {
+	// Changed receives a value, at most one buffered, whenever the watched
+	// name may have become free. It is never closed.
+	Changed() <-chan struct{}
+	// Stop ends the watch and releases what it holds. It is safe to call
+	// more than once.
+	Stop()
+}

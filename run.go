@@ -49,8 +49,10 @@ func WithRenewEvery(d time.Duration) RunOption {
 // cancelled when the Deadline passes.
 func WithoutRenewal() RunOption { return func(c *runConfig) { c.renewEvery = -1 } }
 
-// WithWait makes Run wait up to d for a busy lease, retrying with jittered
-// backoff, instead of returning the *HeldError at once. A negative d is an
+// WithWait makes Run wait up to d for a busy lease instead of returning
+// the *HeldError at once: woken by the store when the Locker is a Waiter
+// whose store can watch (PostgreSQL, Redis, etcd), else retrying with
+// jittered backoff. A negative d is an
 // error matching ErrInvalid.
 func WithWait(d time.Duration) RunOption {
 	return func(c *runConfig) {
@@ -260,11 +262,28 @@ func releaseContext(ctx context.Context, ttl time.Duration) (context.Context, co
 	return context.WithTimeout(context.WithoutCancel(ctx), min(ttl, 10*time.Second))
 }
 
-// acquireWaiting acquires name, waiting up to wait with jittered backoff
-// while another owner holds it. Each attempt may take at most ttl.
+// watchFallback is how long a waiter that watches the store waits at
+// most between attempts: what a lost notification can cost.
+const watchFallback = 2 * time.Second
+
+// acquireWaiting acquires name, waiting up to wait while another owner
+// holds it. When l is a Waiter whose store can watch, it wakes when the
+// name may have become free (and at least every watchFallback, and at the
+// holder's expiry); otherwise it polls with jittered backoff, never
+// sleeping far past the holder's expiry. Each attempt may take at most the
+// Deadline it would grant.
 func acquireWaiting(ctx context.Context, l Locker, name, owner string, ttl, wait time.Duration) (Lease, error) {
 	limit := time.Now().Add(wait)
 	backoff := 10 * time.Millisecond
+	var changed <-chan struct{}
+	if w, ok := l.(Waiter); ok && wait > 0 {
+		// Watch before the first attempt, so that a release between a busy
+		// answer and the wait is not missed.
+		if watch, err := w.Watch(ctx, name); err == nil {
+			defer watch.Stop()
+			changed = watch.Changed()
+		}
+	}
 	for {
 		// An answer after the Deadline it would grant is of no use: stop
 		// waiting for it then (the store is slow or stalled).
@@ -282,15 +301,22 @@ func acquireWaiting(ctx context.Context, l Locker, name, owner string, ttl, wait
 		if left <= 0 {
 			return Lease{}, err
 		}
-		// Full jitter, but never sleep far past the holder's expiry or the
-		// caller's limit.
-		d := min(time.Duration(rand.Int64N(int64(backoff)))+time.Millisecond, he.Remaining+time.Millisecond, left)
-		backoff = min(backoff*2, time.Second)
+		var d time.Duration
+		if changed != nil {
+			d = min(he.Remaining+time.Millisecond, watchFallback, left)
+		} else {
+			// Full jitter, but never sleep far past the holder's expiry or
+			// the caller's limit.
+			d = min(time.Duration(rand.Int64N(int64(backoff)))+time.Millisecond, he.Remaining+time.Millisecond, left)
+			backoff = min(backoff*2, time.Second)
+		}
 		t := time.NewTimer(d)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return Lease{}, fmt.Errorf("lease %q: gave up waiting: %w; last attempt: %w", name, context.Cause(ctx), err)
+		case <-changed:
+			t.Stop()
 		case <-t.C:
 		}
 	}

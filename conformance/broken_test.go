@@ -41,6 +41,7 @@ var brokenModes = map[string]string{
 	"usable-after-close":           "a closed locker refuses every call with ErrClosed",
 	"racy-acquire":                 "concurrent acquires on a free name: exactly one wins",
 	"batch-revives-expired":        "a batch of renewals gives each tenure the answer Renew would",
+	"watch-never-wakes":            "a watch wakes when the name is released or force-released",
 }
 
 func toyHarness(mode string) conformance.Harness {
@@ -116,8 +117,9 @@ func TestCheckReportsEveryCase(t *testing.T) {
 // toyStore is a small Locker that keeps the contract except where mode
 // breaks it.
 type toyStore struct {
-	mode   string
-	mu     sync.Mutex
+	mode    string
+	watches sync.Map // name -> chan struct{} of the one watch on it
+	mu      sync.Mutex
 	leases map[string]*toyTenure
 	tokens map[string]uint64
 }
@@ -307,6 +309,12 @@ func (l *toy) Release(ctx context.Context, held lease.Lease) error {
 		return lease.ErrLost
 	}
 	delete(l.leases, l.key(held.Name))
+	if c, ok := l.watches.Load(held.Name); ok && !l.is("watch-never-wakes") {
+		select {
+		case c.(chan struct{}) <- struct{}{}:
+		default:
+		}
+	}
 	if l.is("token-restarts-after-release") {
 		delete(l.tokens, l.key(held.Name))
 	}
@@ -354,6 +362,22 @@ func (l *toy) RenewBatch(ctx context.Context, reqs []lease.RenewRequest) []lease
 	}
 	return out
 }
+
+// Watch keeps one watch per name, woken by Release (but not in mode
+// watch-never-wakes).
+func (l *toy) Watch(ctx context.Context, name string) (lease.Watch, error) {
+	c := make(chan struct{}, 1)
+	l.watches.Store(name, c)
+	return toyWatch{c: c, stop: func() { l.watches.CompareAndDelete(name, c) }}, nil
+}
+
+type toyWatch struct {
+	c    chan struct{}
+	stop func()
+}
+
+func (w toyWatch) Changed() <-chan struct{} { return w.c }
+func (w toyWatch) Stop()                    { w.stop() }
 
 func (l *toy) Close() error {
 	l.closed.Store(true)

@@ -80,6 +80,7 @@ var cases = []testCase{
 	// The optional interfaces, where the Locker implements them.
 	{name: "list returns the held tenures under a prefix in name order", contract: "lister", fn: listUnderPrefix},
 	{name: "force release ends any tenure and keeps token order", contract: "force-release", fn: forceRelease},
+	{name: "a watch wakes when the name is released or force-released", contract: "waiter", fn: watchWakesOnRelease},
 	// lease.Run over the store.
 	{name: "Run holds the lease while fn runs and releases it after", contract: "run", fn: runHoldsAndReleases},
 	{name: "Run returns HeldError without calling fn when the lease is busy", contract: "run", fn: runBusyNeverCallsFn},
@@ -98,7 +99,7 @@ type Case struct {
 	Name string
 	// Contract is the contract line (or lines) the case checks: "1" to
 	// "10" as numbered in the lease package documentation, "close" for
-	// Close, "batch", "lister" and "force-release" for the optional
+	// Close, "batch", "lister", "force-release" and "waiter" for the optional
 	// interfaces, "run" for lease.Run over the store.
 	Contract string
 }

@@ -3,6 +3,7 @@ package conformance
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/leasekit/lease"
 )
@@ -66,4 +67,58 @@ func forceRelease(t testing.TB, s *suite) {
 	if next.Token <= held.Token {
 		t.Fatalf("Acquire after ForceRelease got token %d, not greater than %d", next.Token, held.Token)
 	}
+}
+
+// watchWakesOnRelease: a watch on a name wakes when its tenure is
+// released or force-released, and a stopped watch can be stopped again.
+func watchWakesOnRelease(t testing.TB, s *suite) {
+	l := s.locker(t)
+	w, ok := l.(lease.Waiter)
+	if !ok {
+		t.Skip("the Locker does not implement lease.Waiter")
+	}
+	ctx := t.Context()
+	name := s.name("watch")
+	watch, err := w.Watch(ctx, name)
+	if errors.Is(err, errors.ErrUnsupported) {
+		t.Skip("the store cannot watch: ", err)
+	}
+	if err != nil {
+		failCall(t, "Watch", err)
+	}
+	defer watch.Stop()
+	drain := func() {
+		for {
+			select {
+			case <-watch.Changed():
+			default:
+				return
+			}
+		}
+	}
+	wake := func(what string) {
+		t.Helper()
+		select {
+		case <-watch.Changed():
+		case <-time.After(5*time.Second + s.h.ExpiryLag):
+			t.Fatalf("the watch on %q did not wake within 5s of %s", name, what)
+		}
+	}
+	held, _ := s.acquire(t, l, name, "owner-a", long)
+	drain() // an Acquire may wake it too: wake-ups are hints
+	if err := l.Release(ctx, held); err != nil {
+		failCall(t, "Release", err)
+	}
+	wake("a Release")
+	if fr, ok := l.(lease.ForceReleaser); ok {
+		s.acquire(t, l, name, "owner-b", long)
+		drain()
+		if _, err := fr.ForceRelease(ctx, name); err != nil && !errors.Is(err, errors.ErrUnsupported) {
+			failCall(t, "ForceRelease", err)
+		} else if err == nil {
+			wake("a ForceRelease")
+		}
+	}
+	watch.Stop()
+	watch.Stop()
 }

@@ -3,6 +3,8 @@ package driver
 import (
 	"context"
 	"time"
+
+	"github.com/leasekit/lease"
 )
 
 // Tenure is one tenure of a name as a store reports it. The Locker turns
@@ -104,4 +106,16 @@ type RenewOutcome struct {
 	Tenure Tenure // the renewed tenure, with its new Expires, when OK
 	OK     bool
 	Err    error
+}
+
+// Watcher is a Store that can say when a name may have become free. The
+// Locker's Watch uses it; without it, Watch reports errors.ErrUnsupported
+// and lease.Run polls.
+type Watcher interface {
+	// Watch starts watching name and returns once the watch is in place.
+	// The returned Watch's Changed channel receives whenever the tenure of
+	// name may have ended (a hint: spurious wake-ups are fine, missed ones
+	// are not while the store's connection holds). ctx bounds setting up
+	// the watch and, after that, its life.
+	Watch(ctx context.Context, name string) (lease.Watch, error)
 }
