@@ -120,8 +120,8 @@ type toyStore struct {
 	mode    string
 	watches sync.Map // name -> chan struct{} of the one watch on it
 	mu      sync.Mutex
-	leases map[string]*toyTenure
-	tokens map[string]uint64
+	leases  map[string]*toyTenure
+	tokens  map[string]uint64
 }
 
 type toyTenure struct {
