@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"reflect"
 	"slices"
@@ -36,8 +37,9 @@ type renewJob struct {
 	h       *holding
 	ttl     time.Duration
 	every   time.Duration
-	lost    func(error)          // ends fn's context with a cause matching ErrLost
-	renewed func(deadline Lease) // moves the watchdog to the new Deadline
+	log     *runLog
+	lost    func(error)     // ends fn's context with a cause matching ErrLost
+	renewed func(got Lease) // moves the watchdog to the new Deadline
 
 	// Guarded by the renewer's mu.
 	next     time.Time // when the next renewal falls due
@@ -209,13 +211,17 @@ func (r *renewer) renew(chunk []*renewJob) {
 			j.h.set(res.Lease)
 			j.renewed(res.Lease)
 			j.next = now.Add(jitter(j.every))
+			j.log.log(slog.LevelDebug, "lease renewed", slog.Duration("lease.slack", reqs[i].Lease.Deadline.Sub(now)))
 		case errors.Is(res.Err, ErrLost):
 			j.over = true
-			j.lost(fmt.Errorf("lease %q: renewal: %w", reqs[i].Lease.Name, res.Err))
+			err := fmt.Errorf("lease %q: renewal: %w", reqs[i].Lease.Name, res.Err)
+			j.log.log(slog.LevelError, "lease lost", slog.Any("error", err))
+			j.lost(err)
 		default:
 			// The store failed; try again soon, while the Deadline lasts
 			// (the watchdog ends fn's context at the Deadline).
 			j.next = now.Add(max(j.every/4, time.Millisecond))
+			j.log.log(slog.LevelWarn, "lease renewal failed; retrying", slog.Any("error", res.Err), slog.Duration("lease.left", reqs[i].Lease.Deadline.Sub(now)))
 		}
 	}
 	r.idle.Broadcast()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -17,6 +18,8 @@ type runConfig struct {
 	renewEvery time.Duration // 0: ttl/3; <0: never
 	wait       time.Duration
 	minHold    time.Duration
+	logger     *slog.Logger
+	hashNames  bool
 	err        error // the first invalid option
 }
 
@@ -160,11 +163,21 @@ func Run(ctx context.Context, l Locker, name string, ttl time.Duration, fn func(
 		cfg.renewEvery = ttl / 3
 	}
 
-	held, err := acquireWaiting(ctx, l, name, cfg.owner, ttl, cfg.wait)
+	log := newRunLog(cfg.logger, name, cfg.owner, ttl, cfg.hashNames)
+	begun := time.Now()
+	held, err := acquireWaiting(ctx, l, name, cfg.owner, ttl, cfg.wait, log)
 	if err != nil {
+		var he *HeldError
+		if errors.As(err, &he) {
+			log.log(slog.LevelInfo, "lease busy", slog.String("lease.holder", he.Owner), slog.Duration("lease.remaining", he.Remaining))
+		} else {
+			log.log(slog.LevelWarn, "lease not acquired", slog.Any("error", err))
+		}
 		return err
 	}
 	acquiredAt := time.Now()
+	log.held(held)
+	log.log(slog.LevelInfo, "lease acquired", slog.Duration("lease.waited", acquiredAt.Sub(begun)))
 
 	h := &holding{l: held}
 	fnCtx, cancel := context.WithCancelCause(context.WithValue(ctx, leaseKey{}, h))
@@ -174,7 +187,9 @@ func Run(ctx context.Context, l Locker, name string, ttl time.Duration, fn func(
 	// renewal, even if a renewal call hangs in the store.
 	var wdMu sync.Mutex
 	watchdog := time.AfterFunc(time.Until(held.Deadline), func() {
-		cancel(fmt.Errorf("lease %q: deadline passed without a successful renewal: %w", name, ErrLost))
+		err := fmt.Errorf("lease %q: deadline passed without a successful renewal: %w", name, ErrLost)
+		log.log(slog.LevelError, "lease lost", slog.Any("error", err))
+		cancel(err)
 	})
 	defer watchdog.Stop()
 
@@ -184,6 +199,7 @@ func Run(ctx context.Context, l Locker, name string, ttl time.Duration, fn func(
 			h:     h,
 			ttl:   ttl,
 			every: cfg.renewEvery,
+			log:   log,
 			lost:  func(err error) { cancel(err) },
 			renewed: func(got Lease) {
 				wdMu.Lock()
@@ -208,6 +224,7 @@ func Run(ctx context.Context, l Locker, name string, ttl time.Duration, fn func(
 		rctx, rcancel := releaseContext(ctx, ttl)
 		defer rcancel()
 		_ = l.Release(rctx, h.get())
+		log.log(slog.LevelWarn, "lease granted too late, released unused", slog.Duration("lease.late", late))
 		return fmt.Errorf("lease %q: the store granted it %s after its Deadline had passed, too late to act on; it was released unused: %w", name, late.Round(time.Millisecond), context.DeadlineExceeded)
 	}
 	finished := false
@@ -243,7 +260,16 @@ func Run(ctx context.Context, l Locker, name string, ttl time.Duration, fn func(
 	}
 	rctx, rcancel := releaseContext(ctx, ttl)
 	defer rcancel()
-	if rerr := l.Release(rctx, h.get()); rerr != nil {
+	rerr := l.Release(rctx, h.get())
+	switch {
+	case rerr == nil:
+		log.log(slog.LevelInfo, "lease released", slog.Duration("lease.held", time.Since(acquiredAt)))
+	case errors.Is(rerr, ErrLost):
+		log.log(slog.LevelError, "lease found lost at release", slog.Any("error", rerr))
+	default:
+		log.log(slog.LevelWarn, "lease release failed; it expires on its own", slog.Any("error", rerr))
+	}
+	if rerr != nil {
 		switch {
 		case errors.Is(rerr, ErrLost) && lost != nil && errors.Is(lost, ErrLost):
 			// Already reported.
@@ -272,7 +298,7 @@ const watchFallback = 2 * time.Second
 // holder's expiry); otherwise it polls with jittered backoff, never
 // sleeping far past the holder's expiry. Each attempt may take at most the
 // Deadline it would grant.
-func acquireWaiting(ctx context.Context, l Locker, name, owner string, ttl, wait time.Duration) (Lease, error) {
+func acquireWaiting(ctx context.Context, l Locker, name, owner string, ttl, wait time.Duration, log *runLog) (Lease, error) {
 	limit := time.Now().Add(wait)
 	backoff := 10 * time.Millisecond
 	var changed <-chan struct{}
@@ -301,9 +327,14 @@ func acquireWaiting(ctx context.Context, l Locker, name, owner string, ttl, wait
 		if left <= 0 {
 			return Lease{}, err
 		}
+		if backoff == 10*time.Millisecond {
+			log.log(slog.LevelInfo, "waiting for lease", slog.String("lease.holder", he.Owner), slog.Duration("lease.remaining", he.Remaining),
+				slog.Duration("lease.wait", wait), slog.Bool("lease.watching", changed != nil))
+		}
 		var d time.Duration
 		if changed != nil {
 			d = min(he.Remaining+time.Millisecond, watchFallback, left)
+			backoff = 0 // not the first wait
 		} else {
 			// Full jitter, but never sleep far past the holder's expiry or
 			// the caller's limit.
