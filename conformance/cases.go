@@ -73,6 +73,12 @@ var cases = []testCase{
 	{name: "long names sharing a 1000-byte prefix do not collide", contract: "8", fn: longNamesSharingAPrefix},
 	// 9. Failures are never disguised as outcomes.
 	{name: "canceled context is reported as such, not as held or lost", contract: "9", fn: canceledContext},
+	{name: "every call on a store that stops answering returns by its context's deadline", contract: "9, faults", fn: faultStallEndsByDeadline},
+	{name: "a Release whose reply is lost is not reported as lost", contract: "5, 9, faults", fn: faultLostReleaseReply},
+	{name: "an Acquire whose reply is lost can be retried by the same owner", contract: "2, 9, faults", fn: faultLostAcquireReply},
+	{name: "a connection reset mid-call is a store failure, never held or lost", contract: "9, faults", fn: faultResetIsStoreError},
+	{name: "a holder whose store stops answering stops before anyone else takes over", contract: "7, faults", fn: faultStalledHolderStopsFirst, waits: 6},
+	{name: "Run never enters fn on a store slower than the ttl", contract: "7, faults", fn: faultSlowStoreNeverEntersFn, waits: 2},
 	// 10. Concurrency.
 	{name: "concurrent acquires on a free name: exactly one wins", contract: "10", fn: concurrentAcquiresOneWins},
 	// Close.

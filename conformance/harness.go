@@ -47,6 +47,15 @@ type Harness struct {
 	// prefix per Run.
 	Prefix string
 
+	// Addr is the store's TCP address, host:port, and NewAt returns a
+	// Locker on the same store (same database, table, prefix) reached at
+	// another address. With both set, the fault cases put a TCP proxy in
+	// front of Addr and check that stalls, lost replies, resets and slow
+	// answers come back as store failures by each call's deadline, never
+	// as lease outcomes; without them those cases are skipped.
+	Addr  string
+	NewAt func(t testing.TB, addr string) lease.Locker
+
 	// Parallel is how many cases Check runs at once. Zero means 8. (Run
 	// leaves it to go test's -parallel flag.)
 	Parallel int

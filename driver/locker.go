@@ -275,7 +275,7 @@ func (l *Locker) fail(ctx context.Context, op, name string, err error) error {
 	if leaksSentinel(err) {
 		err = fmt.Errorf("%v (the store's error text; it is not a lease outcome)", err)
 	}
-	switch cerr := ctx.Err(); {
+	switch cerr := ctxErr(ctx); {
 	case errors.Is(err, lease.ErrClosed):
 	case l.closed.Load():
 		err = fmt.Errorf("%w: %w", lease.ErrClosed, err)
@@ -316,4 +316,17 @@ func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
 
 func errBatchLength(got, want int) error {
 	return fmt.Errorf("the store answered a batch of %d renewals with %d outcomes", want, got)
+}
+
+// ctxErr is ctx's error, or context.DeadlineExceeded once ctx's deadline
+// has passed even if its timer has not fired yet: a driver that set its
+// connection's deadline from ctx's times out at that same instant.
+func ctxErr(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+		return context.DeadlineExceeded
+	}
+	return nil
 }
