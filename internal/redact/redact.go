@@ -6,6 +6,7 @@ package redact
 import (
 	"errors"
 	"net/url"
+	"regexp"
 	"strings"
 )
 
@@ -81,11 +82,16 @@ func byHand(raw string) string {
 }
 
 // ParseError returns err, from url.Parse, without the raw URL that a
-// *url.Error quotes: only what was wrong with it.
+// *url.Error quotes and without the piece of it that the reason quotes
+// (`invalid port ":Hunter2" after host` quotes part of a password): only
+// what kind of thing was wrong.
 func ParseError(err error) error {
 	var ue *url.Error
 	if errors.As(err, &ue) {
-		return ue.Err
+		err = ue.Err
 	}
-	return err
+	return errors.New(strings.Join(strings.Fields(quoted.ReplaceAllString(err.Error(), "")), " "))
 }
+
+// quoted matches a quoted piece of an error text.
+var quoted = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
