@@ -25,7 +25,10 @@ func ExampleNew() {
 	client := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	defer client.Close()
 
-	locker := redislease.New(client, redislease.WithPrefix("myapp:lease:"))
+	locker, err := redislease.New(client, redislease.WithPrefix("myapp:lease:"))
+	if err != nil {
+		panic(err)
+	}
 	defer locker.Close() // leaves client open
 	ctx := context.Background()
 
