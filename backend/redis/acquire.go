@@ -22,7 +22,7 @@ func (s *store) Acquire(ctx context.Context, name, owner string, ttl time.Durati
 	ms := ttlMillis(ttl)
 	v, err := acquireScript.Run(ctx, s.client, []string{leaseKey, tokenKey}, name, owner, ms).Result()
 	if err != nil {
-		return driver.Tenure{}, err
+		return driver.Tenure{}, callErr(ctx, err)
 	}
 	return parseAcquire(v, owner, ms)
 }

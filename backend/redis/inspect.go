@@ -13,7 +13,7 @@ func (s *store) Inspect(ctx context.Context, name string) (driver.Tenure, bool, 
 	leaseKey, _ := s.keys(name)
 	v, err := inspectScript.Run(ctx, s.client, []string{leaseKey}, name).Result()
 	if err != nil {
-		return driver.Tenure{}, false, err
+		return driver.Tenure{}, false, callErr(ctx, err)
 	}
 	return parseTenure(v)
 }
@@ -26,7 +26,7 @@ func (s *store) ForceRelease(ctx context.Context, name string) (driver.Tenure, b
 	leaseKey, _ := s.keys(name)
 	v, err := forceReleaseScript.Run(ctx, s.client, []string{leaseKey}, name).Result()
 	if err != nil {
-		return driver.Tenure{}, false, err
+		return driver.Tenure{}, false, callErr(ctx, err)
 	}
 	return parseTenure(v)
 }

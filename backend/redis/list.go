@@ -48,7 +48,7 @@ func (s *store) List(ctx context.Context, prefix string) ([]driver.Tenure, error
 		out, err = s.listNode(ctx, s.client, prefix)
 	}
 	if err != nil {
-		return nil, err
+		return nil, callErr(ctx, err)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil

@@ -73,6 +73,27 @@ func checkPrefix(prefix string) error {
 // nothing to Redis: the scripts are loaded into the server's script cache
 // on first use (EVALSHA falls back to EVAL once per script and server).
 // The Locker never closes client: its Close leaves it open for the caller.
+//
+// Context deadlines: every call returns by its context's deadline only if
+// client was built with ContextTimeoutEnabled: true (in redis.Options,
+// redis.FailoverOptions, redis.ClusterOptions, redis.RingOptions or
+// redis.UniversalOptions), which makes go-redis set each socket read and
+// write deadline to the earlier of the context's deadline and its
+// ReadTimeout/WriteTimeout. Without it go-redis ignores the context's
+// deadline once a request is on the wire: a call to a server that stopped
+// answering returns only when go-redis's ReadTimeout ends it (5s by
+// default), with an error that still matches context.DeadlineExceeded but
+// late, and lease.Run learns that the store is gone that much later. A
+// ReadTimeout or WriteTimeout of -2 (no socket deadlines at all) defeats
+// the context too. Waiting for a pooled connection and dialing follow the
+// context either way. go-redis follows a context's deadline, not its
+// cancellation: cancelling a context without a deadline stops go-redis's
+// resends, but a request already waiting for its reply waits up to
+// ReadTimeout. Open builds its client with ContextTimeoutEnabled.
+//
+// New does not refuse a client without ContextTimeoutEnabled: such a
+// client is still bounded, by its ReadTimeout, programs that chose it may
+// rely on that, and the choice belongs to whoever owns the client.
 func New(client redis.UniversalClient, opts ...Option) (*Locker, error) {
 	return newLocker(client, false, opts)
 }

@@ -29,9 +29,12 @@ func init() {
 // one, or a bad value, is an error matching lease.ErrInvalid that never
 // quotes the password. opts apply after the URL's parameters.
 //
-// Open loads the scripts into the server's script cache, so it fails
-// early when the server cannot be reached, and the first operations take
-// one round trip each.
+// The client Open builds follows context deadlines (go-redis's
+// ContextTimeoutEnabled): every call on the Locker returns by its
+// context's deadline. Open itself loads the scripts into the server's
+// script cache within ctx, so it fails early, by ctx's deadline, when the
+// server cannot be reached or does not answer, and the first operations
+// take one round trip each.
 func Open(ctx context.Context, rawURL string, opts ...Option) (*Locker, error) {
 	u, err := driver.ParseURL(rawURL)
 	if err != nil {
@@ -57,7 +60,7 @@ func open(ctx context.Context, u *url.URL, opts []Option) (*Locker, error) {
 	}
 	if err := l.s.loadScripts(ctx); err != nil {
 		_ = client.Close()
-		return nil, fmt.Errorf("lease/redis: open: load scripts on %s: %w", ropts.Addr, err)
+		return nil, fmt.Errorf("lease/redis: open: load scripts on %s: %w", ropts.Addr, callErr(ctx, err))
 	}
 	return l, nil
 }
@@ -93,7 +96,14 @@ func clientOptions(u *url.URL) (*redis.Options, *string, error) {
 		// A '#' here usually began in an unescaped password or prefix.
 		return nil, nil, fmt.Errorf("%w: %s URL has a fragment (#...): escape '#' as %%23", lease.ErrInvalid, scheme)
 	}
-	o := &redis.Options{Network: "tcp"}
+	o := &redis.Options{
+		Network: "tcp",
+		// Every read and write deadline is the earlier of the context's
+		// deadline and the timeout: without it go-redis would wait out
+		// ReadTimeout (5s) on a store that stopped answering, whatever
+		// the caller's deadline (issue 9, defect 1).
+		ContextTimeoutEnabled: true,
+	}
 	if u.User != nil {
 		o.Username = u.User.Username()
 		o.Password, _ = u.User.Password()

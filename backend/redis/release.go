@@ -20,7 +20,7 @@ func (s *store) Release(ctx context.Context, t driver.Tenure) (bool, error) {
 	leaseKey, _ := s.keys(t.Name)
 	n, err := releaseScript.Run(ctx, s.client, []string{leaseKey}, t.Name, t.Owner, strconv.FormatUint(t.Token, 10)).Int64()
 	if err != nil {
-		return false, err
+		return false, callErr(ctx, err)
 	}
 	return n == 1, nil
 }

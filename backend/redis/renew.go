@@ -19,7 +19,7 @@ func (s *store) Renew(ctx context.Context, t driver.Tenure, ttl time.Duration) (
 	ms := ttlMillis(ttl)
 	v, err := renewScript.Run(ctx, s.client, []string{leaseKey}, t.Name, t.Owner, strconv.FormatUint(t.Token, 10), ms).Result()
 	if err != nil {
-		return driver.Tenure{}, false, err
+		return driver.Tenure{}, false, callErr(ctx, err)
 	}
 	r, err := asReply(v, 1)
 	if err != nil {
