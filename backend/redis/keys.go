@@ -11,8 +11,9 @@ const DefaultPrefix = "lease:"
 
 // The suffixes of a name's keys after its key base (see keyBase).
 const (
-	leaseSuffix = ":lease" // the tenure: a hash that expires with it
-	tokenSuffix = ":token" // the last token: an integer that never expires
+	leaseSuffix    = ":lease"     // the tenure: a hash that expires with it
+	tokenSuffix    = ":token"     // the last token: an integer that never expires
+	releasedSuffix = ":released:" // + token: the marker of a release (release.lua)
 )
 
 // keyBase returns the part that every key of name starts with:

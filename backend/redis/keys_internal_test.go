@@ -87,6 +87,9 @@ func TestAwkwardNamesMapToOneKeyPairInOneSlot(t *testing.T) {
 			if keySlot(lk) != keySlot(tk) {
 				t.Fatalf("name %q: lease key %q is in slot %d, token key %q in slot %d", name, lk, keySlot(lk), tk, keySlot(tk))
 			}
+			if rk := l.keyBase(name) + releasedSuffix + "1796226464272617"; keySlot(rk) != keySlot(lk) {
+				t.Fatalf("name %q: release marker %q is in slot %d, lease key in slot %d", name, rk, keySlot(rk), keySlot(lk))
+			}
 			if !strings.HasPrefix(lk, prefix) || !strings.HasPrefix(tk, prefix) {
 				t.Fatalf("name %q: keys %q, %q lack the prefix %q", name, lk, tk, prefix)
 			}
