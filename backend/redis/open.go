@@ -38,7 +38,10 @@ func init() {
 func Open(ctx context.Context, rawURL string, opts ...Option) (*Locker, error) {
 	u, err := driver.ParseURL(rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("lease/redis: open: %w", err)
+		// driver.ParseURL's reason may quote a piece of the password (an
+		// invalid port ":Hunter2" after "redis://:Hunter2#x@host", an
+		// invalid escape "%zz"): give a reason of our own instead.
+		return nil, fmt.Errorf("lease/redis: open: %w: the URL does not parse: a bad port or %%-escape, or an unescaped '@', ':', '/', '?' or '#' in the user name or password (escape '#' as %%23)", lease.ErrInvalid)
 	}
 	return open(ctx, u, opts)
 }

@@ -72,6 +72,9 @@ func parseInt(s string) (int, error) { return strconv.Atoi(s) }
 func intParam(name, v string, lo, hi int) (int, error) {
 	n, err := strconv.Atoi(v)
 	if err != nil || n < lo || n > hi {
+		if hi == lo+1 {
+			return 0, fmt.Errorf("%w: query parameter %s=%q is not %d or %d", lease.ErrInvalid, name, v, lo, hi)
+		}
 		return 0, fmt.Errorf("%w: query parameter %s=%q is not an integer from %d to %d", lease.ErrInvalid, name, v, lo, hi)
 	}
 	return n, nil
