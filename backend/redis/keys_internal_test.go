@@ -110,10 +110,7 @@ func TestAwkwardNamesMapToOneKeyPairInOneSlot(t *testing.T) {
 // and checks that Redis holds exactly one key pair per name, with the
 // full name inside.
 func TestAwkwardNamesStoredInFull(t *testing.T) {
-	mr := miniredis.RunT(t)
-	client := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	defer client.Close()
-	l := newTestLocker(t, client)
+	mr, _, l := newMiniLocker(t)
 	ctx := context.Background()
 	names := awkwardNames()
 	for _, name := range names {
@@ -153,12 +150,16 @@ func TestWithPrefixRefusesBraces(t *testing.T) {
 	}
 }
 
-// newTestLocker is New on client, failing t on an error.
-func newTestLocker(t testing.TB, client redis.UniversalClient, opts ...Option) *Locker {
+// newMiniLocker starts a miniredis and returns it with a client and a
+// Locker on it; the client is closed when t ends.
+func newMiniLocker(t testing.TB) (*miniredis.Miniredis, *redis.Client, *Locker) {
 	t.Helper()
-	l, err := New(client, opts...)
+	mr := miniredis.RunT(t)
+	client := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	t.Cleanup(func() { _ = client.Close() })
+	l, err := New(client)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	return l
+	return mr, client, l
 }

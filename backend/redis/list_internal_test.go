@@ -5,17 +5,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 )
 
 // List pipelines EVALSHA, which cannot fall back to EVAL; a script cache
 // flushed between its SCRIPT LOAD and the pipeline must not fail it.
 func TestListSurvivesAFlushedScriptCache(t *testing.T) {
-	mr := miniredis.RunT(t)
-	client := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	defer client.Close()
-	l := newTestLocker(t, client)
+	_, client, l := newMiniLocker(t)
 	ctx := context.Background()
 	for _, name := range []string{"job:a", "job:b"} {
 		if _, err := l.Acquire(ctx, name, "owner", time.Minute); err != nil {

@@ -6,9 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/go-redis/v9"
-
 	"github.com/leasekit/lease/driver"
 )
 
@@ -16,10 +13,7 @@ import (
 // nonces, as go-redis's resends of one call (same nonce) and separate
 // calls (new nonces) do.
 func TestReleaseRecognisesOnlyItsOwnResend(t *testing.T) {
-	mr := miniredis.RunT(t)
-	client := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	defer client.Close()
-	l := newTestLocker(t, client)
+	mr, _, l := newMiniLocker(t)
 	ctx := context.Background()
 	held, err := l.Acquire(ctx, "jobs/x", "owner-a", time.Minute)
 	if err != nil {

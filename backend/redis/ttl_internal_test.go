@@ -4,9 +4,6 @@ import (
 	"context"
 	"testing"
 	"time"
-
-	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/go-redis/v9"
 )
 
 func TestTTLRoundsUpToWholeMilliseconds(t *testing.T) {
@@ -24,10 +21,7 @@ func TestTTLRoundsUpToWholeMilliseconds(t *testing.T) {
 		}
 	}
 
-	mr := miniredis.RunT(t)
-	client := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	defer client.Close()
-	l := newTestLocker(t, client)
+	mr, _, l := newMiniLocker(t)
 	got, err := l.Acquire(context.Background(), "jobs/x", "owner", 5500*time.Microsecond)
 	if err != nil {
 		t.Fatal(err)
