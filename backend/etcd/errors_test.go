@@ -118,7 +118,7 @@ func TestContextErrorsAreReportedAsSuch(t *testing.T) {
 func TestCloseLeavesTheCallersClientOpen(t *testing.T) {
 	ctx := context.Background()
 	client := newClient(t, testEndpoints, nil)
-	l := New(client, WithPrefix(randomPrefix()))
+	l := mustNew(t, client, WithPrefix(randomPrefix()))
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +144,7 @@ func TestCloseLeavesTheCallersClientOpen(t *testing.T) {
 	if err := owned.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if owned.client.Ctx().Err() == nil {
+	if owned.s.client.Ctx().Err() == nil {
 		t.Fatal("the client Open made is still open after Close")
 	}
 }

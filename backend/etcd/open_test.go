@@ -35,13 +35,14 @@ func TestURLConfig(t *testing.T) {
 			t.Errorf("config(%q): %v", g.url, err)
 			continue
 		}
-		l := &Locker{prefix: DefaultPrefix}
-		for _, o := range opts {
-			o(l)
+		o, err := newOptions(opts)
+		if err != nil {
+			t.Errorf("config(%q): options: %v", g.url, err)
+			continue
 		}
-		if !slices.Equal(cfg.Endpoints, g.endpoints) || l.prefix != g.prefix || cfg.DialTimeout != g.dial || cfg.Username != g.user || cfg.Password != g.password {
+		if !slices.Equal(cfg.Endpoints, g.endpoints) || o.prefix != g.prefix || cfg.DialTimeout != g.dial || cfg.Username != g.user || cfg.Password != g.password {
 			t.Errorf("config(%q) = endpoints %q prefix %q dial_timeout %s user %q password %q; want %q %q %s %q %q",
-				g.url, cfg.Endpoints, l.prefix, cfg.DialTimeout, cfg.Username, cfg.Password, g.endpoints, g.prefix, g.dial, g.user, g.password)
+				g.url, cfg.Endpoints, o.prefix, cfg.DialTimeout, cfg.Username, cfg.Password, g.endpoints, g.prefix, g.dial, g.user, g.password)
 		}
 	}
 
@@ -72,8 +73,8 @@ func TestOpenRegistersTheScheme(t *testing.T) {
 	}
 	defer func() { _ = l.Close() }()
 	el, ok := l.(*Locker)
-	if !ok || !el.owned {
-		t.Fatalf("lease.Open returned %T (owned=%v); want an *etcdlease.Locker that owns its client", l, ok && el.owned)
+	if !ok || el.s.closeClient == nil {
+		t.Fatalf("lease.Open returned %T; want an *etcdlease.Locker that owns its client", l)
 	}
 	if _, err := l.Inspect(ctx, "x"); !errors.Is(err, lease.ErrNotHeld) {
 		t.Fatalf("Inspect on a fresh prefix: %v", err)

@@ -18,7 +18,7 @@ import (
 func TestReleaseRetryAfterLostReplyCannotDeleteNextTenure(t *testing.T) {
 	ctx := context.Background()
 	a, wireA := newLocker(t)
-	b := New(newClient(t, testEndpoints, nil), WithPrefix(a.prefix))
+	b := mustNew(t, newClient(t, testEndpoints, nil), WithPrefix(a.Prefix()))
 	name := uniqueName("issue-22082")
 
 	held, err := a.Acquire(ctx, name, "owner-a", time.Minute)
