@@ -2,6 +2,7 @@ package etcdlease
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -37,7 +38,13 @@ func init() {
 // with its own client, which the Locker's Close closes. The query
 // parameters are listed in the package documentation; an unknown one is an
 // error matching lease.ErrInvalid. opts apply after the URL's parameters.
-// Open does not wait for the cluster to answer.
+//
+// Open checks that the cluster answers (one linearizable read of a single
+// key) before it returns, waiting at most dial_timeout and never past
+// ctx's end: a cluster that is unreachable, has no leader, or accepts
+// connections and never answers fails Open with an error matching
+// context.DeadlineExceeded (or ctx's error), and Open leaves nothing
+// running. No error of Open contains the URL's password.
 func Open(ctx context.Context, rawURL string, opts ...Option) (*Locker, error) {
 	u, err := driver.ParseURL(rawURL)
 	if err != nil {
@@ -67,11 +74,68 @@ func dial(ctx context.Context, u *url.URL, opts []Option) (*Locker, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	client, err := clientv3.New(cfg)
+	client, closeClient, err := makeClient(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("etcd client: %w", err)
+		return nil, err
 	}
-	return makeLocker(client, client.Close, o), nil
+	if err := ping(ctx, client, cfg, o.prefix); err != nil {
+		_ = closeClient()
+		return nil, err
+	}
+	return makeLocker(client, closeClient, o), nil
+}
+
+// makeClient makes the etcd client for cfg and the function that closes
+// it. clientv3.New authenticates, when cfg has a user and password, with
+// a request bounded by the dial timeout but not by ctx; so the client's
+// root context is one that ends if ctx ends while New runs.
+func makeClient(ctx context.Context, cfg clientv3.Config) (*clientv3.Client, func() error, error) {
+	root, cancel := context.WithCancel(context.Background())
+	cfg.Context = root
+	stop := context.AfterFunc(ctx, cancel)
+	client, err := clientv3.New(cfg)
+	stopped := stop()
+	if err != nil {
+		cancel()
+		if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+			err = fmt.Errorf("%w: %w", cerr, err)
+		}
+		return nil, nil, fmt.Errorf("etcd client: %w", err)
+	}
+	if !stopped {
+		_ = client.Close()
+		cancel()
+		return nil, nil, fmt.Errorf("etcd client: %w", ctx.Err())
+	}
+	return client, func() error {
+		defer cancel()
+		return client.Close()
+	}, nil
+}
+
+// ping checks that the cluster answers: a linearizable read of one key
+// (the prefix itself, which no tenure uses: names are never empty), which
+// needs a leader and a quorum and sends nothing to etcd's log. It waits at
+// most cfg.DialTimeout, and never past ctx's end.
+func ping(ctx context.Context, client *clientv3.Client, cfg clientv3.Config, prefix string) error {
+	pctx, cancel := context.WithTimeout(ctx, cfg.DialTimeout)
+	defer cancel()
+	_, err := client.Get(pctx, prefix, clientv3.WithCountOnly())
+	if err == nil {
+		return nil
+	}
+	at := strings.Join(cfg.Endpoints, ",")
+	cerr := pctx.Err()
+	switch {
+	case cerr == nil:
+		return fmt.Errorf("etcd at %s: %w", at, err)
+	case !errors.Is(err, cerr):
+		err = fmt.Errorf("%w: %w", cerr, err)
+	}
+	if ctx.Err() == nil {
+		return fmt.Errorf("etcd at %s did not answer within dial_timeout %s: %w", at, cfg.DialTimeout, err)
+	}
+	return fmt.Errorf("etcd at %s did not answer: %w", at, err)
 }
 
 // config turns an etcd:// URL into a client configuration and Locker

@@ -6,8 +6,8 @@
 // in a temporary directory, logs nothing, and runs with a 10ms heartbeat
 // and a 100ms election timeout, so it is ready in well under a second and
 // grants leases as short as 1s (etcd's minimum lease TTL is 1.5 election
-// timeouts, rounded up to whole seconds). It skips fsync: its data is
-// thrown away when it stops.
+// timeouts, rounded up to whole seconds). It skips fsync, since its data
+// is thrown away when it stops, and hashes passwords cheaply.
 //
 // Only tests import this package (it is internal, and importing the etcd
 // server is heavy), so programs that use backend/etcd never compile the
@@ -122,6 +122,10 @@ func start() (*Server, error) {
 	cfg.TickMs = 10
 	cfg.ElectionMs = 100
 	cfg.UnsafeNoFsync = true
+	// Hash passwords with bcrypt's minimum cost (bcrypt.MinCost): tests
+	// that enable authentication should not wait seconds, under -race,
+	// for each login.
+	cfg.BcryptCost = 4
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
 
 	e, err := embed.StartEtcd(cfg)
