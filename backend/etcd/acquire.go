@@ -23,7 +23,8 @@ const busyRetries = 3
 // moves it onto that lease if owner holds it (keeping its create
 // revision, the Token), or reads the holder. A re-entrant Acquire then
 // revokes the tenure's previous etcd lease; a refused one asks etcd how
-// long the holder's lease has left and revokes the lease it granted.
+// long the holder's lease has left and revokes the lease it granted. The
+// revocations run after the call returns (see revoker).
 //
 // If the transaction fails without an answer (a network error, ctx done),
 // the granted lease is left to expire by itself: the transaction may have

@@ -135,6 +135,80 @@ func TestEveryCallReturnsByItsDeadline(t *testing.T) {
 	}
 }
 
+// TestCleanupNeverHoldsTheCall: an operation returns once etcd has told
+// it the outcome. Revoking the etcd lease it leaves behind (and, for a
+// refused Acquire or a ForceRelease, reading a remaining time) must not
+// keep it past its context when etcd stops answering those requests; the
+// revocations finish later, and no etcd lease is left.
+func TestCleanupNeverHoldsTheCall(t *testing.T) {
+	bg := context.Background()
+	l, w := privateLocker(t)
+	a, err := l.Acquire(bg, "a", "owner-a", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Acquire(bg, "busy", "owner-b", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"forced-1", "forced-2"} {
+		if _, err := l.Acquire(bg, n, "owner-b", time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	w.stall("LeaseRevoke")
+	err = timed(t, "re-entrant Acquire", func(ctx context.Context) (err error) {
+		a, err = l.Acquire(ctx, "a", "owner-a", 2*time.Minute)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("re-entrant Acquire: %v", err)
+	}
+	err = timed(t, "Acquire of a held name", func(ctx context.Context) error {
+		_, err := l.Acquire(ctx, "busy", "owner-a", time.Minute)
+		return err
+	})
+	if !errors.Is(err, lease.ErrHeld) {
+		t.Fatalf("Acquire of a held name = %v; want ErrHeld", err)
+	}
+	err = timed(t, "Renew to another ttl", func(ctx context.Context) (err error) {
+		a, err = l.Renew(ctx, a, time.Minute)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("Renew to another ttl: %v", err)
+	}
+	if err := timed(t, "Release", func(ctx context.Context) error { return l.Release(ctx, a) }); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	err = timed(t, "ForceRelease", func(ctx context.Context) error {
+		_, err := l.ForceRelease(ctx, "forced-1")
+		return err
+	})
+	if err != nil {
+		t.Fatalf("ForceRelease: %v", err)
+	}
+
+	w.stall("LeaseTimeToLive")
+	err = timed(t, "Acquire of a held name, its remaining time unanswered", func(ctx context.Context) error {
+		_, err := l.Acquire(ctx, "busy", "owner-a", time.Minute)
+		return err
+	})
+	mustBeFailure(t, "Acquire of a held name, its remaining time unanswered", err, context.DeadlineExceeded)
+	err = timed(t, "ForceRelease, its remaining time unanswered", func(ctx context.Context) error {
+		_, err := l.ForceRelease(ctx, "forced-2")
+		return err
+	})
+	if err != nil {
+		t.Fatalf("ForceRelease whose key was deleted: %v", err)
+	}
+
+	w.unstall()
+	if got := len(leasesOf(t, l)); got != 1 {
+		t.Fatalf("once etcd answers again, %d etcd leases exist; want 1 (the tenure of \"busy\")", got)
+	}
+}
+
 // silentListener returns the address of a TCP listener that accepts
 // connections and never writes a byte: a store that hangs. The
 // connections are closed when t ends.

@@ -10,7 +10,7 @@ import (
 
 // ForceRelease implements driver.ForceReleaser. It deletes the key
 // whoever holds it, reads how long its etcd lease had left (for the
-// ended tenure's Expires), and revokes that lease:
+// ended tenure's Expires), and revokes that lease after the call returns:
 // three round trips. The next tenure's create revision, its Token, is
 // larger, as always.
 func (s *store) ForceRelease(ctx context.Context, name string) (driver.Tenure, bool, error) {

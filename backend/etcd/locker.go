@@ -76,8 +76,9 @@ func makeLocker(client *clientv3.Client, closeClient func() error, o options) *L
 // Prefix returns the key prefix under which the Locker keeps its tenures.
 func (l *Locker) Prefix() string { return l.s.prefix }
 
-// Close implements driver.Store: for a Locker made by Open, it closes the
-// etcd client.
+// Close implements driver.Store: it waits for the etcd lease revocations
+// that earlier calls left running (each bounded by cleanupTimeout) and,
+// for a Locker made by Open, closes the etcd client.
 func (s *store) Close() error {
 	s.revokes.close()
 	if s.closeClient == nil {

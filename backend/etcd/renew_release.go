@@ -124,7 +124,7 @@ func (s *store) move(ctx context.Context, t driver.Tenure, ttl time.Duration, st
 // It deletes the key in a transaction that checks the tenure is intact
 // (create revision = Token, value = owner), so a retried or stale Release
 // can never delete a later tenure (etcd issue 22082), then revokes the
-// tenure's etcd lease. If the tenure is not intact
+// tenure's etcd lease after the call returns. If the tenure is not intact
 // it changes nothing and returns false.
 //
 // The transaction is sent once: etcd's client resends a transaction only
