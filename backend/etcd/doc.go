@@ -12,8 +12,9 @@
 // prefix), so distinct names never collide and List is one prefix scan.
 //
 // The Token is the key's create revision: etcd's revision counter is
-// cluster-wide and never goes back, so every new tenure of a name gets a
-// larger Token than all earlier ones. A re-entrant Acquire, and a Renew
+// cluster-wide and never goes back (unless the cluster's data is lost or
+// rolled back: see "Restores and wiped data" below), so every new tenure
+// of a name gets a larger Token than all earlier ones. A re-entrant Acquire, and a Renew
 // that changes the TTL, rewrite the existing key, which keeps its create
 // revision; other Renews only keep its etcd lease alive.
 //
@@ -120,6 +121,31 @@
 // expires on its own if it was not released). An Acquire or Renew whose
 // reply was lost is safe to retry with the same owner: a re-entrant
 // Acquire keeps the Token.
+//
+// # Restores and wiped data
+//
+// Tokens are etcd revisions, which live in the cluster's data. If that
+// data is lost and the cluster is created again empty (every member's
+// data directory wiped), revisions, and so tokens, start again from 1;
+// restoring a snapshot (etcdutl snapshot restore) takes them back to the
+// snapshot's revision, so tokens issued since the snapshot are issued
+// again, unless the restore is given --bump-revision greater than the
+// number of revisions made since the snapshot (with --mark-compacted), as
+// Kubernetes operators do for the same reason. Either way the tenures
+// themselves are lost, as in a Redis failover, so two holders may briefly
+// both believe they hold a lease; a fenced system that refuses tokens
+// smaller than the largest it has seen then refuses the new holders'
+// writes (safe, but the work stops) until their tokens pass the old ones,
+// or until its high-water mark is reset.
+//
+// The Locker does not floor its tokens against this. A floor must outlive
+// the data it protects, and etcd offers nothing outside its data: a floor
+// kept in a key is wiped with it, etcd has no clock a client could read
+// (the Redis backend floors its tokens with the server's TIME), and a
+// floor from this process's clock would make tokens depend on skewed
+// application clocks, which the contract rules out. It would also part the
+// Token from the create revision that every owner-checked transaction
+// compares, costing round trips.
 //
 // # URLs
 //
