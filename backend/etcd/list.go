@@ -24,7 +24,7 @@ func (s *store) List(ctx context.Context, prefix string) ([]driver.Tenure, error
 	// etcd returns keys in byte order, which is name order.
 	names := make([]string, len(r.Kvs))
 	found := make([]driver.Tenure, len(r.Kvs))
-	held := make([]bool, len(r.Kvs))
+	live := make([]bool, len(r.Kvs))
 	errs := make([]error, len(r.Kvs))
 	sem := make(chan struct{}, listWorkers)
 	var wg sync.WaitGroup
@@ -36,10 +36,10 @@ func (s *store) List(ctx context.Context, prefix string) ([]driver.Tenure, error
 			defer func() { <-sem }()
 			t, err := s.describe(ctx, name, kv)
 			if errors.Is(err, errChanged) {
-				found[i], held[i], errs[i] = s.Inspect(ctx, name)
+				found[i], live[i], errs[i] = s.Inspect(ctx, name)
 				return
 			}
-			found[i], held[i], errs[i] = t, err == nil, err
+			found[i], live[i], errs[i] = t, err == nil, err
 		})
 	}
 	wg.Wait()
@@ -48,7 +48,7 @@ func (s *store) List(ctx context.Context, prefix string) ([]driver.Tenure, error
 		if errs[i] != nil {
 			return nil, fmt.Errorf("%s: %w", driver.Quote(names[i]), errs[i])
 		}
-		if held[i] {
+		if live[i] {
 			out = append(out, found[i])
 		}
 	}

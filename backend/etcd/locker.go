@@ -15,6 +15,12 @@ import (
 // Locker keeps leases in etcd. It implements lease.Locker, lease.Lister
 // and lease.ForceReleaser and is safe for concurrent use. See the package
 // documentation for the data model.
+//
+// Its Close makes later calls fail with lease.ErrClosed, waits for the
+// etcd lease revocations that earlier calls left running (each bounded by
+// two seconds; see "Round trips" in the package documentation) and, for a
+// Locker made by Open, closes the client. It does not release held
+// leases: they expire.
 type Locker struct {
 	*base
 	s *store
