@@ -364,3 +364,45 @@ func TestRunRejectsBadOptions(t *testing.T) {
 		}
 	}
 }
+
+// countingAcquires counts Acquire calls on a Locker that can watch.
+type countingAcquires struct {
+	*memory.Locker
+	acquires atomic.Int32
+}
+
+func (c *countingAcquires) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (lease.Lease, error) {
+	c.acquires.Add(1)
+	return c.Locker.Acquire(ctx, name, owner, ttl)
+}
+
+func TestRunWaitingWakesOnRelease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := &countingAcquires{Locker: memory.New()}
+		held, err := l.Locker.Acquire(context.Background(), "job", "other", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		released := make(chan time.Time, 1)
+		time.AfterFunc(10*time.Second, func() {
+			_ = l.Release(context.Background(), held)
+			released <- time.Now()
+		})
+		var entered time.Time
+		err = lease.Run(context.Background(), l, "job", time.Minute, func(context.Context) error {
+			entered = time.Now()
+			return nil
+		}, lease.WithWait(time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lag := entered.Sub(<-released); lag != 0 {
+			t.Fatalf("fn started %s after the release; a watching waiter wakes at once", lag)
+		}
+		// One attempt before the wait, one per fallback interval while the
+		// holder kept it (10s / 2s), and the one that won.
+		if n := l.acquires.Load(); n > 7 {
+			t.Fatalf("%d Acquire attempts over a 10s wait: the waiter polled instead of watching", n)
+		}
+	})
+}

@@ -40,6 +40,7 @@ var (
 	_ lease.Locker        = (*Locker)(nil)
 	_ lease.Lister        = (*Locker)(nil)
 	_ lease.ForceReleaser = (*Locker)(nil)
+	_ lease.Waiter        = (*Locker)(nil)
 )
 
 // NewLocker returns a Locker that keeps its tenures in s. backend names
@@ -187,6 +188,27 @@ func (l *Locker) ForceRelease(ctx context.Context, name string) (lease.Lease, er
 	return l.view(ctx, op, name, t)
 }
 
+// Watch implements lease.Waiter through the Store's Watcher, and returns
+// an error matching errors.ErrUnsupported when the Store is not one.
+func (l *Locker) Watch(ctx context.Context, name string) (lease.Watch, error) {
+	const op = "watch"
+	s, ok := l.store.(Watcher)
+	if !ok {
+		return nil, fmt.Errorf("%s: %s: %w", l.prefix, op, errors.ErrUnsupported)
+	}
+	if err := CheckName(name); err != nil {
+		return nil, l.invalid(op, err)
+	}
+	if err := l.begin(ctx); err != nil {
+		return nil, l.fail(ctx, op, name, err)
+	}
+	w, err := s.Watch(ctx, name)
+	if err != nil {
+		return nil, l.fail(ctx, op, name, err)
+	}
+	return w, nil
+}
+
 // Close implements lease.Locker: it makes every later call fail with
 // lease.ErrClosed and closes the Store. Calling it again returns nil.
 func (l *Locker) Close() error {
@@ -291,3 +313,7 @@ func Quote(name string) string {
 }
 
 func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
+
+func errBatchLength(got, want int) error {
+	return fmt.Errorf("the store answered a batch of %d renewals with %d outcomes", want, got)
+}

@@ -3,6 +3,8 @@ package driver
 import (
 	"context"
 	"time"
+
+	"github.com/leasekit/lease"
 )
 
 // Tenure is one tenure of a name as a store reports it. The Locker turns
@@ -79,4 +81,41 @@ type ForceReleaser interface {
 	// it, or returns ok false when there is none. The next tenure's Token
 	// must be greater.
 	ForceRelease(ctx context.Context, name string) (ended Tenure, ok bool, err error)
+}
+
+// BatchRenewer is a Store that renews many tenures in one call, in a
+// number of round trips that does not grow with the batch. The Locker's
+// RenewBatch uses it; without it, RenewBatch renews one tenure at a time.
+type BatchRenewer interface {
+	// RenewBatch renews each item as Store.Renew would and returns one
+	// outcome per item, in order. It returns an error, and no outcomes,
+	// only when the call as a whole failed, so that nothing is known of
+	// any item; an error that concerns one item goes in its outcome.
+	RenewBatch(ctx context.Context, items []RenewItem) ([]RenewOutcome, error)
+}
+
+// RenewItem is one tenure for BatchRenewer.RenewBatch to renew for TTL.
+type RenewItem struct {
+	Tenure Tenure
+	TTL    time.Duration
+}
+
+// RenewOutcome is what BatchRenewer.RenewBatch did with one RenewItem: as
+// Store.Renew's results.
+type RenewOutcome struct {
+	Tenure Tenure // the renewed tenure, with its new Expires, when OK
+	OK     bool
+	Err    error
+}
+
+// Watcher is a Store that can say when a name may have become free. The
+// Locker's Watch uses it; without it, Watch reports errors.ErrUnsupported
+// and lease.Run polls.
+type Watcher interface {
+	// Watch starts watching name and returns once the watch is in place.
+	// The returned Watch's Changed channel receives whenever the tenure of
+	// name may have ended (a hint: spurious wake-ups are fine, missed ones
+	// are not while the store's connection holds). ctx bounds setting up
+	// the watch and, after that, its life.
+	Watch(ctx context.Context, name string) (lease.Watch, error)
 }

@@ -54,9 +54,10 @@ type base = driver.Locker
 type store struct {
 	clock Clock
 
-	mu     sync.Mutex
-	leases map[string]tenure
-	token  uint64
+	mu       sync.Mutex
+	leases   map[string]tenure
+	token    uint64
+	watchers map[string]map[*watch]struct{}
 }
 
 type tenure struct {
@@ -71,12 +72,13 @@ var (
 	_ lease.ForceReleaser  = (*Locker)(nil)
 	_ driver.Lister        = (*store)(nil)
 	_ driver.ForceReleaser = (*store)(nil)
+	_ driver.Watcher       = (*store)(nil)
 )
 
 // New returns an empty store. It has no client and no option that can
 // fail, so unlike the other backends' New it returns no error.
 func New(opts ...Option) *Locker {
-	s := &store{clock: systemClock{}, leases: map[string]tenure{}}
+	s := &store{clock: systemClock{}, leases: map[string]tenure{}, watchers: map[string]map[*watch]struct{}{}}
 	for _, o := range opts {
 		o(s)
 	}
@@ -152,6 +154,7 @@ func (s *store) Release(ctx context.Context, want driver.Tenure) (bool, error) {
 		return false, nil
 	}
 	delete(s.leases, want.Name)
+	s.notify(want.Name)
 	return true, nil
 }
 
@@ -192,10 +195,64 @@ func (s *store) ForceRelease(ctx context.Context, name string) (driver.Tenure, b
 		return driver.Tenure{}, false, nil
 	}
 	delete(s.leases, name)
+	s.notify(name)
 	return t.view(name, now), true, nil
 }
 
 // view is t as the store reports it at now.
 func (t tenure) view(name string, now time.Time) driver.Tenure {
 	return driver.Tenure{Name: name, Owner: t.owner, Token: t.token, Expires: t.expires, Remaining: t.expires.Sub(now)}
+}
+
+// watch is one Watch on a name of a memory store.
+type watch struct {
+	s       *store
+	name    string
+	c       chan struct{}
+	stopCtx func() bool
+	once    sync.Once
+}
+
+// Watch implements driver.Watcher: the Watch's channel receives when a
+// tenure of name is released or force-released. Expiry is noticed only
+// when a call reads the name, so waiters also wake at the holder's
+// remaining time, as lease.Run's waiting does.
+func (s *store) Watch(ctx context.Context, name string) (lease.Watch, error) {
+	w := &watch{s: s, name: name, c: make(chan struct{}, 1)}
+	s.mu.Lock()
+	if s.watchers[name] == nil {
+		s.watchers[name] = map[*watch]struct{}{}
+	}
+	s.watchers[name][w] = struct{}{}
+	s.mu.Unlock()
+	w.stopCtx = context.AfterFunc(ctx, w.unregister)
+	return w, nil
+}
+
+func (w *watch) Changed() <-chan struct{} { return w.c }
+
+func (w *watch) Stop() {
+	w.stopCtx()
+	w.unregister()
+}
+
+func (w *watch) unregister() {
+	w.once.Do(func() {
+		w.s.mu.Lock()
+		defer w.s.mu.Unlock()
+		delete(w.s.watchers[w.name], w)
+		if len(w.s.watchers[w.name]) == 0 {
+			delete(w.s.watchers, w.name)
+		}
+	})
+}
+
+// notify wakes name's watchers. s.mu must be held.
+func (s *store) notify(name string) {
+	for w := range s.watchers[name] {
+		select {
+		case w.c <- struct{}{}:
+		default:
+		}
+	}
 }

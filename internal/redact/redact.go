@@ -32,7 +32,12 @@ func URL(raw string) string {
 				u.User = url.UserPassword(u.User.Username(), Mask)
 			}
 		}
-		q := u.Query()
+		q, err := url.ParseQuery(u.RawQuery)
+		if err != nil {
+			// A query that does not parse may hide a secret anywhere.
+			u.RawQuery = Mask
+			return u.String()
+		}
 		masked := false
 		for k := range q {
 			if secretParams[strings.ToLower(k)] {
