@@ -13,6 +13,7 @@ import (
 
 	"github.com/leasekit/lease"
 	"github.com/leasekit/lease/backend/sql/internal/sqltest"
+	"github.com/leasekit/lease/internal/faultproxy"
 	"github.com/leasekit/lease/internal/testenv"
 )
 
@@ -87,58 +88,65 @@ func TestSetupWaitEndsWithContext(t *testing.T) {
 	}
 }
 
-// faultStores are the server dialects with a connector that dials
-// through p instead of the server.
+// faultStores are the server dialects, with a pool that dials through a
+// fault proxy instead of the server.
 var faultStores = []struct {
 	name    string
-	through func(t *testing.T, p func(target string) string) *testStore
+	through func(t *testing.T) (*testStore, *faultproxy.Proxy)
 }{
-	{"postgresql", func(t *testing.T, p func(string) string) *testStore {
-		raw := testenv.Lookup(t, "LEASE_TEST_POSTGRES")
-		u, err := url.Parse(raw)
+	{"postgresql", func(t *testing.T) (*testStore, *faultproxy.Proxy) {
+		u, err := url.Parse(testenv.Lookup(t, "LEASE_TEST_POSTGRES"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		u.Host = p(u.Host)
-		return serverStore(t, PostgreSQL, postgresConnector(t, u.String(), nil))
+		p := faultproxy.StartT(t, u.Host)
+		u.Host = p.Addr()
+		return serverStore(t, PostgreSQL, postgresConnector(t, u.String(), nil)), p
 	}},
-	{"mysql", func(t *testing.T, p func(string) string) *testStore {
+	{"mysql", func(t *testing.T) (*testStore, *faultproxy.Proxy) {
 		cfg := mysqlConfig(t, testenv.Lookup(t, "LEASE_TEST_MYSQL"))
-		cfg.Addr = p(cfg.Addr)
-		return serverStore(t, MySQL, mysqlConnector(t, cfg))
+		p := faultproxy.StartT(t, cfg.Addr)
+		cfg.Addr = p.Addr()
+		return serverStore(t, MySQL, mysqlConnector(t, cfg)), p
 	}},
+}
+
+// warmLocker returns a Locker on s with one pooled connection, holding
+// the names given, on which Release has run before: pgx prepares a
+// statement the first time a connection runs it, and a Release under
+// test must reach the database in one request, so that only its reply is
+// lost.
+func warmLocker(t *testing.T, s *testStore, names ...string) *Locker {
+	t.Helper()
+	s.db.SetMaxOpenConns(1)
+	l := s.newLocker(t)
+	ctx := context.Background()
+	warm, err := l.Acquire(ctx, "warm", "a", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(ctx, warm); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range names {
+		if _, err := l.Acquire(ctx, name, "a", time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return l
 }
 
 // TestCallsEndWithContextWhenRepliesStop checks, through a proxy that
 // stops passing the server's replies on, that every operation returns by
 // its context's deadline with a context error (issue 9: every call
 // returns by its deadline), and that a Release whose reply was lost is a
-// timeout, not ErrLost, though the database did release the tenure
-// (issue 9, defect 5: nothing sends it again).
+// timeout, not ErrLost, though the database did release the tenure.
 func TestCallsEndWithContextWhenRepliesStop(t *testing.T) {
 	for _, fs := range faultStores {
 		t.Run(fs.name, func(t *testing.T) {
-			var proxy *sqltest.Proxy
-			s := fs.through(t, func(target string) string {
-				proxy = sqltest.NewProxy(t, target)
-				return proxy.Addr()
-			})
-			// One connection, on which Release has run before: pgx
-			// prepares a statement the first time a connection runs it,
-			// and the Release below must reach the database as a
-			// statement, losing only its reply.
-			s.db.SetMaxOpenConns(1)
-			l := s.newLocker(t)
+			s, proxy := fs.through(t)
+			l := warmLocker(t, s, "held", "other")
 			ctx := context.Background()
-			for _, name := range []string{"held", "other", "warm"} {
-				if _, err := l.Acquire(ctx, name, "a", time.Minute); err != nil {
-					t.Fatal(err)
-				}
-			}
-			warm, _ := l.Inspect(ctx, "warm")
-			if err := l.Release(ctx, warm); err != nil {
-				t.Fatal(err)
-			}
 			held, err := l.Inspect(ctx, "held")
 			if err != nil {
 				t.Fatal(err)
@@ -147,7 +155,7 @@ func TestCallsEndWithContextWhenRepliesStop(t *testing.T) {
 			// Release goes first, on the pooled connection, so that its
 			// statement reaches the database; the calls after it need a
 			// new connection, whose handshake gets no answer.
-			proxy.DropReplies(true)
+			proxy.Stall(faultproxy.ToClient)
 			ops := []struct {
 				op string
 				fn func(ctx context.Context) error
@@ -168,7 +176,49 @@ func TestCallsEndWithContextWhenRepliesStop(t *testing.T) {
 
 			// The Release statement reached the database; only its
 			// reply was lost.
-			proxy.DropReplies(false)
+			if err := proxy.Clear(); err != nil {
+				t.Fatal(err)
+			}
+			if got, err := l.Inspect(ctx, "held"); !errors.Is(err, lease.ErrNotHeld) {
+				t.Errorf("after the Release whose reply was lost: Inspect = %v, %v; want ErrNotHeld (the database released it)", got, err)
+			}
+		})
+	}
+}
+
+// TestLostReleaseReplyIsNotLost loses the reply to a Release that the
+// database applied and resets the connection (issue 9, defect 5). Had
+// anything sent the statement again on a new connection, the resend would
+// find the tenure gone and report ErrLost: the Release must return the
+// driver's error instead, at once, and the tenure must be released.
+func TestLostReleaseReplyIsNotLost(t *testing.T) {
+	for _, fs := range faultStores {
+		t.Run(fs.name, func(t *testing.T) {
+			s, proxy := fs.through(t)
+			s.db.SetMaxOpenConns(2) // room for a resend on a new connection
+			l := warmLocker(t, s, "held")
+			ctx := context.Background()
+			held, err := l.Inspect(ctx, "held")
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := proxy.Stats()
+			proxy.LoseReplies(1, faultproxy.ThenReset)
+			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			err = l.Release(rctx, held)
+			switch {
+			case err == nil:
+				t.Fatal("Release succeeded though its reply was lost")
+			case errors.Is(err, lease.ErrLost) || errors.Is(err, lease.ErrNotHeld) || errors.Is(err, lease.ErrHeld):
+				t.Fatalf("Release whose reply was lost: %v; want the driver's error, not a lease outcome", err)
+			case errors.Is(err, context.DeadlineExceeded):
+				t.Fatalf("Release whose reply was lost and connection reset: %v; want the driver's error at once", err)
+			}
+			t.Logf("Release: %v", err)
+			if st := proxy.Stats().Sub(before); st.LostReplies != 1 {
+				t.Fatalf("the proxy lost %d replies, want 1", st.LostReplies)
+			}
 			if got, err := l.Inspect(ctx, "held"); !errors.Is(err, lease.ErrNotHeld) {
 				t.Errorf("after the Release whose reply was lost: Inspect = %v, %v; want ErrNotHeld (the database released it)", got, err)
 			}

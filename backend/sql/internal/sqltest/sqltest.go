@@ -1,14 +1,14 @@
-// Package sqltest holds TCP servers for the SQL backend's fault tests: one
-// that accepts connections and never answers, one that hangs up at once,
-// and a proxy that can lose every reply while keeping connections open.
-// Everything they start ends when the test does.
+// Package sqltest holds TCP servers for the SQL backend's fault tests that
+// need no real database behind them: one that accepts connections and
+// never answers, and one that hangs up at once. (Faults between a client
+// and a real server come from internal/faultproxy.) Everything they start
+// ends when the test does.
 package sqltest
 
 import (
 	"io"
 	"net"
 	"sync"
-	"sync/atomic"
 	"testing"
 )
 
@@ -70,57 +70,4 @@ func serve(t testing.TB, handle func(net.Conn)) string {
 		wg.Wait()
 	})
 	return ln.Addr().String()
-}
-
-// Proxy forwards TCP connections to a server. While DropReplies is on, it
-// still forwards what clients send but drops what the server answers,
-// keeping the connections open: a statement reaches the database, and its
-// reply is lost.
-type Proxy struct {
-	addr string
-	drop atomic.Bool
-}
-
-// NewProxy starts a proxy to target and returns it.
-func NewProxy(t testing.TB, target string) *Proxy {
-	t.Helper()
-	p := &Proxy{}
-	p.addr = serve(t, func(client net.Conn) {
-		server, err := net.Dial("tcp", target)
-		if err != nil {
-			return
-		}
-		defer server.Close()
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			p.copyReplies(client, server)
-			client.Close()
-		}()
-		_, _ = io.Copy(server, client)
-		server.Close()
-		<-done
-	})
-	return p
-}
-
-// Addr is the proxy's address, host:port.
-func (p *Proxy) Addr() string { return p.addr }
-
-// DropReplies turns dropping the server's replies on or off.
-func (p *Proxy) DropReplies(on bool) { p.drop.Store(on) }
-
-func (p *Proxy) copyReplies(client, server net.Conn) {
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := server.Read(buf)
-		if n > 0 && !p.drop.Load() {
-			if _, werr := client.Write(buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
 }
