@@ -57,10 +57,10 @@ func Schemes() []string {
 // for the error of an Open whose backend was not imported.
 var schemeHints = map[string]string{
 	"mem":        "github.com/leasekit/lease/backend/memory",
-	"sqlite":     "github.com/leasekit/lease/backend/sql",
-	"postgres":   "github.com/leasekit/lease/backend/sql",
-	"postgresql": "github.com/leasekit/lease/backend/sql",
-	"mysql":      "github.com/leasekit/lease/backend/sql",
+	"sqlite":     "github.com/leasekit/lease/backend/sql/sqlite",
+	"postgres":   "github.com/leasekit/lease/backend/sql/postgres",
+	"postgresql": "github.com/leasekit/lease/backend/sql/postgres",
+	"mysql":      "github.com/leasekit/lease/backend/sql/mysql",
 	"redis":      "github.com/leasekit/lease/backend/redis",
 	"rediss":     "github.com/leasekit/lease/backend/redis",
 	"etcd":       "github.com/leasekit/lease/backend/etcd",
@@ -69,9 +69,9 @@ var schemeHints = map[string]string{
 // Open opens a Locker for a URL, picking the backend by scheme:
 //
 //	mem://                         a fresh in-memory store (backend/memory)
-//	sqlite:///var/lib/app/lease.db a SQLite file (backend/sql)
-//	postgres://user@host/db        PostgreSQL (backend/sql)
-//	mysql://user:pass@host/db      MySQL or MariaDB (backend/sql)
+//	sqlite:///var/lib/app/lease.db a SQLite file (backend/sql/sqlite)
+//	postgres://user@host/db        PostgreSQL (backend/sql/postgres)
+//	mysql://user:pass@host/db      MySQL or MariaDB (backend/sql/mysql)
 //	redis://host:6379/0            Redis (backend/redis)
 //	etcd://host:2379,host:2379     etcd (backend/etcd)
 //

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 )
 
 const runSynopsis = `run [flags] NAME -- COMMAND [ARGS...]
@@ -103,14 +104,14 @@ func (g *globals) run(ctx context.Context, args []string) (err error) {
 
 // check validates the flags, before anything touches the store.
 func (f *runFlags) check(name string) error {
-	if err := lease.CheckName(name); err != nil {
+	if err := driver.CheckName(name); err != nil {
 		return usageErrorf("run: %v", err)
 	}
-	if err := lease.CheckTTL(f.ttl); err != nil {
+	if err := driver.CheckTTL(f.ttl); err != nil {
 		return usageErrorf("run: --ttl: %v", err)
 	}
 	if f.owner != "" {
-		if err := lease.CheckOwner(f.owner); err != nil {
+		if err := driver.CheckOwner(f.owner); err != nil {
 			return usageErrorf("run: --owner: %v", err)
 		}
 	}
