@@ -78,3 +78,26 @@ type Watch interface {
 	// more than once.
 	Stop()
 }
+
+// FairAcquirer is implemented by Lockers whose store can keep the owners
+// waiting for a name in arrival order, so that a busy name goes to its
+// waiters first come, first served. Run's WithFairWait uses it.
+//
+// Fairness binds the waiters that queue: a plain Acquire of a free name
+// still succeeds, ahead of the queue.
+type FairAcquirer interface {
+	// AcquireQueued is Acquire for an owner waiting its turn. If owner is
+	// not in name's queue it joins at the back; either way its place
+	// lasts until now+place by the store's clock, so a waiter that dies
+	// holds up the others for at most place. It starts (or re-enters) a
+	// tenure, as Acquire would, only when owner holds name already, or
+	// name is free and owner is first among the unexpired places; owner
+	// then leaves the queue. Otherwise it returns a *HeldError naming the
+	// holder, or, when name is free but another waiter is ahead, that
+	// waiter, with the time its place has left.
+	AcquireQueued(ctx context.Context, name, owner string, ttl, place time.Duration) (Lease, error)
+
+	// Dequeue takes owner's place in name's queue away, for a waiter that
+	// gives up. It is not an error if owner has no place.
+	Dequeue(ctx context.Context, name, owner string) error
+}

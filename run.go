@@ -18,6 +18,7 @@ type runConfig struct {
 	renewEvery time.Duration // 0: ttl/3; <0: never
 	wait       time.Duration
 	minHold    time.Duration
+	fair       bool
 	logger     *slog.Logger
 	hashNames  bool
 	err        error // the first invalid option
@@ -63,6 +64,20 @@ func WithWait(d time.Duration) RunOption {
 			c.invalid("WithWait(%s): negative wait", d)
 		}
 		c.wait = d
+	}
+}
+
+// WithFairWait is WithWait with arrival order: Run joins the name's queue
+// in the store and gets the lease only when the waiters ahead of it have
+// had it (or given up, or died: a waiter's place lasts a few seconds
+// unless it is alive to keep it). It needs a Locker whose store keeps a
+// queue (a FairAcquirer that does not report errors.ErrUnsupported:
+// PostgreSQL, Redis, etcd and memory); on others Run returns that error.
+// A caller that does not queue can still take a free name first.
+func WithFairWait(d time.Duration) RunOption {
+	return func(c *runConfig) {
+		WithWait(d)(c)
+		c.fair = true
 	}
 }
 
@@ -165,7 +180,7 @@ func Run(ctx context.Context, l Locker, name string, ttl time.Duration, fn func(
 
 	log := newRunLog(cfg.logger, name, cfg.owner, ttl, cfg.hashNames)
 	begun := time.Now()
-	held, err := acquireWaiting(ctx, l, name, cfg.owner, ttl, cfg.wait, log)
+	held, err := acquireWaiting(ctx, l, name, cfg.owner, ttl, cfg.wait, cfg.fair, log)
 	if err != nil {
 		var he *HeldError
 		if errors.As(err, &he) {
@@ -292,14 +307,41 @@ func releaseContext(ctx context.Context, ttl time.Duration) (context.Context, co
 // most between attempts: what a lost notification can cost.
 const watchFallback = 2 * time.Second
 
+// A fair waiter renews its place in the queue at least every fairRefresh;
+// a place lasts fairPlace, so a waiter that died holds up the queue for at
+// most that long.
+const (
+	fairRefresh = time.Second
+	fairPlace   = 3 * time.Second
+)
+
 // acquireWaiting acquires name, waiting up to wait while another owner
 // holds it. When l is a Waiter whose store can watch, it wakes when the
 // name may have become free (and at least every watchFallback, and at the
 // holder's expiry); otherwise it polls with jittered backoff, never
 // sleeping far past the holder's expiry. Each attempt may take at most the
 // Deadline it would grant.
-func acquireWaiting(ctx context.Context, l Locker, name, owner string, ttl, wait time.Duration, log *runLog) (Lease, error) {
+func acquireWaiting(ctx context.Context, l Locker, name, owner string, ttl, wait time.Duration, fair bool, log *runLog) (lease Lease, err error) {
 	limit := time.Now().Add(wait)
+	acquire := l.Acquire
+	if fair {
+		fa, ok := l.(FairAcquirer)
+		if !ok {
+			return Lease{}, fmt.Errorf("lease %q: WithFairWait needs a Locker that keeps a queue (a FairAcquirer): %w", name, errors.ErrUnsupported)
+		}
+		acquire = func(ctx context.Context, name, owner string, ttl time.Duration) (Lease, error) {
+			return fa.AcquireQueued(ctx, name, owner, ttl, fairPlace)
+		}
+		defer func() {
+			if err != nil {
+				// Give the place up, so the next waiter need not wait for it
+				// to expire.
+				dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+				defer cancel()
+				_ = fa.Dequeue(dctx, name, owner)
+			}
+		}()
+	}
 	backoff := 10 * time.Millisecond
 	var changed <-chan struct{}
 	if w, ok := l.(Waiter); ok && wait > 0 {
@@ -314,7 +356,7 @@ func acquireWaiting(ctx context.Context, l Locker, name, owner string, ttl, wait
 		// An answer after the Deadline it would grant is of no use: stop
 		// waiting for it then (the store is slow or stalled).
 		actx, acancel := context.WithDeadline(ctx, time.Now().Add(ttl-DriftMargin(ttl)))
-		held, err := l.Acquire(actx, name, owner, ttl)
+		held, err := acquire(actx, name, owner, ttl)
 		acancel()
 		if err == nil || wait <= 0 {
 			return held, err
@@ -332,10 +374,14 @@ func acquireWaiting(ctx context.Context, l Locker, name, owner string, ttl, wait
 				slog.Duration("lease.wait", wait), slog.Bool("lease.watching", changed != nil))
 		}
 		var d time.Duration
-		if changed != nil {
-			d = min(he.Remaining+time.Millisecond, watchFallback, left)
+		switch {
+		case fair:
+			d = min(he.Remaining+time.Millisecond, fairRefresh, left)
 			backoff = 0 // not the first wait
-		} else {
+		case changed != nil:
+			d = min(he.Remaining+time.Millisecond, watchFallback, left)
+			backoff = 0
+		default:
 			// Full jitter, but never sleep far past the holder's expiry or
 			// the caller's limit.
 			d = min(time.Duration(rand.Int64N(int64(backoff)))+time.Millisecond, he.Remaining+time.Millisecond, left)

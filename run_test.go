@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -405,4 +406,70 @@ func TestRunWaitingWakesOnRelease(t *testing.T) {
 			t.Fatalf("%d Acquire attempts over a 10s wait: the waiter polled instead of watching", n)
 		}
 	})
+}
+
+func TestRunFairWaitServesWaitersInArrivalOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := memory.New()
+		held, err := l.Acquire(context.Background(), "job", "first", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		const waiters = 10
+		var (
+			mu    sync.Mutex
+			order []int
+			wg    sync.WaitGroup
+		)
+		for i := range waiters {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				err := lease.Run(context.Background(), l, "job", 10*time.Second, func(context.Context) error {
+					mu.Lock()
+					order = append(order, i)
+					mu.Unlock()
+					time.Sleep(100 * time.Millisecond)
+					return nil
+				}, lease.WithFairWait(time.Minute))
+				if err != nil {
+					t.Errorf("waiter %d: %v", i, err)
+				}
+			}()
+			time.Sleep(10 * time.Millisecond) // arrive one after another
+		}
+		_ = l.Release(context.Background(), held)
+		wg.Wait()
+		for i, w := range order {
+			if w != i {
+				t.Fatalf("waiters got the lease in the order %v, want arrival order", order)
+			}
+		}
+	})
+}
+
+func TestRunFairWaitGivesUpItsPlace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := memory.New()
+		held, _ := l.Acquire(context.Background(), "job", "holder", time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		err := lease.Run(ctx, l, "job", time.Minute, func(context.Context) error { return nil }, lease.WithFairWait(time.Hour))
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Run = %v", err)
+		}
+		_ = l.Release(context.Background(), held)
+		// The waiter that gave up left the queue: a newcomer is first.
+		if _, err := l.AcquireQueued(context.Background(), "job", "newcomer", time.Minute, time.Second); err != nil {
+			t.Fatalf("AcquireQueued after the only waiter gave up = %v", err)
+		}
+	})
+}
+
+func TestRunFairWaitNeedsAQueue(t *testing.T) {
+	f := &flaky{Locker: memory.New()} // hides FairAcquirer
+	err := lease.Run(context.Background(), f, "job", time.Second, func(context.Context) error { return nil }, lease.WithFairWait(time.Second))
+	if !errors.Is(err, errors.ErrUnsupported) {
+		t.Fatalf("Run = %v, want errors.ErrUnsupported", err)
+	}
 }

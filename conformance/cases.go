@@ -87,6 +87,8 @@ var cases = []testCase{
 	{name: "list returns the held tenures under a prefix in name order", contract: "lister", fn: listUnderPrefix},
 	{name: "force release ends any tenure and keeps token order", contract: "force-release", fn: forceRelease},
 	{name: "a watch wakes when the name is released or force-released", contract: "waiter", fn: watchWakesOnRelease},
+	{name: "queued waiters get a free name in arrival order", contract: "fair", fn: fairQueueOrder},
+	{name: "a waiter that gives up or lets its place expire holds up no one", contract: "fair", fn: fairPlaceExpires, waits: 1},
 	// lease.Run over the store.
 	{name: "Run holds the lease while fn runs and releases it after", contract: "run", fn: runHoldsAndReleases},
 	{name: "Run returns HeldError without calling fn when the lease is busy", contract: "run", fn: runBusyNeverCallsFn},
@@ -105,7 +107,7 @@ type Case struct {
 	Name string
 	// Contract is the contract line (or lines) the case checks: "1" to
 	// "10" as numbered in the lease package documentation, "close" for
-	// Close, "batch", "lister", "force-release" and "waiter" for the optional
+	// Close, "batch", "lister", "force-release", "waiter" and "fair" for the optional
 	// interfaces, "run" for lease.Run over the store.
 	Contract string
 }

@@ -50,6 +50,21 @@ func (s *suite) pass(d time.Duration) {
 	time.Sleep(d)
 }
 
+// now is the time from which the suite measures a wait on the store's
+// clock.
+func (s *suite) now() time.Time { return time.Now() }
+
+// waitPast waits until d has passed on the store's clock since from (plus
+// the store's granularity and expiry lag), moving the store's clock when
+// the harness can.
+func (s *suite) waitPast(from time.Time, d time.Duration) {
+	if s.h.Advance != nil {
+		s.h.Advance(d + s.h.Granularity + s.h.ExpiryLag)
+		return
+	}
+	time.Sleep(time.Until(from.Add(d + s.h.Granularity + s.h.ExpiryLag)))
+}
+
 // expire waits until a tenure of name granted for ttl by a call that
 // returned at granted has expired in the store, and checks that the store
 // says so. With Advance it moves the store's clock instead.

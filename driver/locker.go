@@ -41,6 +41,7 @@ var (
 	_ lease.Lister        = (*Locker)(nil)
 	_ lease.ForceReleaser = (*Locker)(nil)
 	_ lease.Waiter        = (*Locker)(nil)
+	_ lease.FairAcquirer  = (*Locker)(nil)
 )
 
 // NewLocker returns a Locker that keeps its tenures in s. backend names
@@ -186,6 +187,61 @@ func (l *Locker) ForceRelease(ctx context.Context, name string) (lease.Lease, er
 		return lease.Lease{}, fmt.Errorf("%s: %s %s: %w", l.prefix, op, Quote(name), lease.ErrNotHeld)
 	}
 	return l.view(ctx, op, name, t)
+}
+
+// AcquireQueued implements lease.FairAcquirer through the Store's
+// FairAcquirer, with Acquire's checks and results; place must be a valid
+// ttl too. It reports errors.ErrUnsupported when the Store is not one.
+func (l *Locker) AcquireQueued(ctx context.Context, name, owner string, ttl, place time.Duration) (lease.Lease, error) {
+	const op = "acquire queued"
+	s, ok := l.store.(FairAcquirer)
+	if !ok {
+		return lease.Lease{}, fmt.Errorf("%s: %s: %w", l.prefix, op, errors.ErrUnsupported)
+	}
+	if err := CheckAcquire(name, owner, ttl); err != nil {
+		return lease.Lease{}, l.invalid(op, err)
+	}
+	if err := CheckTTL(place); err != nil {
+		return lease.Lease{}, l.invalid(op, fmt.Errorf("place: %w", err))
+	}
+	if err := l.begin(ctx); err != nil {
+		return lease.Lease{}, l.fail(ctx, op, name, err)
+	}
+	start := time.Now()
+	t, err := s.AcquireQueued(ctx, name, owner, ttl, place)
+	if err != nil {
+		return lease.Lease{}, l.fail(ctx, op, name, err)
+	}
+	if t.Owner != owner {
+		if t.Owner == "" {
+			return lease.Lease{}, l.fail(ctx, op, name, errors.New("the store reported a holder without an owner"))
+		}
+		return lease.Lease{}, &lease.HeldError{Name: name, Owner: t.Owner, Remaining: max(t.Remaining, time.Millisecond)}
+	}
+	return l.held(ctx, op, name, owner, t, start, ttl)
+}
+
+// Dequeue implements lease.FairAcquirer through the Store's FairAcquirer,
+// and reports errors.ErrUnsupported when the Store is not one.
+func (l *Locker) Dequeue(ctx context.Context, name, owner string) error {
+	const op = "dequeue"
+	s, ok := l.store.(FairAcquirer)
+	if !ok {
+		return fmt.Errorf("%s: %s: %w", l.prefix, op, errors.ErrUnsupported)
+	}
+	if err := CheckName(name); err != nil {
+		return l.invalid(op, err)
+	}
+	if err := CheckOwner(owner); err != nil {
+		return l.invalid(op, err)
+	}
+	if err := l.begin(ctx); err != nil {
+		return l.fail(ctx, op, name, err)
+	}
+	if err := s.Dequeue(ctx, name, owner); err != nil {
+		return l.fail(ctx, op, name, err)
+	}
+	return nil
 }
 
 // Watch implements lease.Waiter through the Store's Watcher, and returns

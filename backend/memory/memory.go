@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -58,6 +59,13 @@ type store struct {
 	leases   map[string]tenure
 	token    uint64
 	watchers map[string]map[*watch]struct{}
+	queues   map[string][]place
+}
+
+// place is a waiter's place in a name's queue.
+type place struct {
+	owner   string
+	expires time.Time
 }
 
 type tenure struct {
@@ -73,12 +81,13 @@ var (
 	_ driver.Lister        = (*store)(nil)
 	_ driver.ForceReleaser = (*store)(nil)
 	_ driver.Watcher       = (*store)(nil)
+	_ driver.FairAcquirer  = (*store)(nil)
 )
 
 // New returns an empty store. It has no client and no option that can
 // fail, so unlike the other backends' New it returns no error.
 func New(opts ...Option) *Locker {
-	s := &store{clock: systemClock{}, leases: map[string]tenure{}, watchers: map[string]map[*watch]struct{}{}}
+	s := &store{clock: systemClock{}, leases: map[string]tenure{}, watchers: map[string]map[*watch]struct{}{}, queues: map[string][]place{}}
 	for _, o := range opts {
 		o(s)
 	}
@@ -255,4 +264,63 @@ func (s *store) notify(name string) {
 		default:
 		}
 	}
+}
+
+// AcquireQueued implements driver.FairAcquirer.
+func (s *store) AcquireQueued(ctx context.Context, name, owner string, ttl, wait time.Duration) (driver.Tenure, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.clock.Now()
+	q := s.queue(name, now)
+	i := slices.IndexFunc(q, func(p place) bool { return p.owner == owner })
+	if i < 0 {
+		q = append(q, place{owner: owner})
+		i = len(q) - 1
+	}
+	q[i].expires = now.Add(wait)
+	s.queues[name] = q
+	t, held := s.current(name, now)
+	switch {
+	case held && t.owner != owner:
+		return t.view(name, now), nil
+	case !held && i > 0:
+		return driver.Tenure{Name: name, Owner: q[0].owner, Remaining: q[0].expires.Sub(now)}, nil
+	case !held:
+		s.token++
+		t = tenure{owner: owner, token: s.token}
+	}
+	s.dequeue(name, owner)
+	t.expires = now.Add(ttl)
+	s.leases[name] = t
+	return t.view(name, now), nil
+}
+
+// Dequeue implements driver.FairAcquirer. The next waiter may be first
+// now: the name's watchers are woken.
+func (s *store) Dequeue(ctx context.Context, name, owner string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.dequeue(name, owner)
+	s.notify(name)
+	return nil
+}
+
+// queue returns name's unexpired places, in arrival order. s.mu must be
+// held.
+func (s *store) queue(name string, now time.Time) []place {
+	q := slices.DeleteFunc(s.queues[name], func(p place) bool { return !now.Before(p.expires) })
+	if len(q) == 0 {
+		delete(s.queues, name)
+	}
+	return q
+}
+
+// dequeue removes owner's place. s.mu must be held.
+func (s *store) dequeue(name, owner string) {
+	q := slices.DeleteFunc(s.queues[name], func(p place) bool { return p.owner == owner })
+	if len(q) == 0 {
+		delete(s.queues, name)
+		return
+	}
+	s.queues[name] = q
 }
