@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 )
 
 const runSynopsis = `run [flags] NAME -- COMMAND [ARGS...]
@@ -103,14 +104,14 @@ func (g *globals) run(ctx context.Context, args []string) (err error) {
 
 // check validates the flags, before anything touches the store.
 func (f *runFlags) check(name string) error {
-	if err := lease.CheckName(name); err != nil {
+	if err := driver.CheckName(name); err != nil {
 		return usageErrorf("run: %v", err)
 	}
-	if err := lease.CheckTTL(f.ttl); err != nil {
+	if err := driver.CheckTTL(f.ttl); err != nil {
 		return usageErrorf("run: --ttl: %v", err)
 	}
 	if f.owner != "" {
-		if err := lease.CheckOwner(f.owner); err != nil {
+		if err := driver.CheckOwner(f.owner); err != nil {
 			return usageErrorf("run: --owner: %v", err)
 		}
 	}
@@ -188,10 +189,12 @@ func (c *child) run(ctx context.Context) error {
 func (c *child) outcome(name string, err error) error {
 	var he *lease.HeldError
 	switch {
+	case c.fwd.interrupted() != nil && !c.started:
+		// Before the busy case: a wait cut short by a signal also carries
+		// the holder it was waiting for.
+		return failf(signalExitCode(c.fwd.interrupted()), "interrupted before the command started (waiting for %s)", quoteName(name))
 	case errors.As(err, &he):
 		return failf(c.conflictCode, "%s is busy: held by %s for another %s", quoteName(name), he.Owner, roundDuration(he.Remaining))
-	case c.fwd.interrupted() != nil && !c.started:
-		return failf(signalExitCode(c.fwd.interrupted()), "interrupted before the command started (waiting for %s)", quoteName(name))
 	case c.startErr != nil && !errors.Is(err, lease.ErrLost):
 		code := 126 // as a shell says: found but cannot run
 		if errors.Is(c.startErr, exec.ErrNotFound) || errors.Is(c.startErr, os.ErrNotExist) {
