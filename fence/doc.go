@@ -21,8 +21,8 @@
 // is refused from then on. Names are kept apart byte for byte: a maximum
 // raised for one name never refuses another.
 //
-// Tokens run from 1 to MaxToken; names are any lease name (see
-// lease.CheckName): up to 1024 bytes of UTF-8, NUL, braces and control
+// Tokens run from 1 to MaxToken; names are any lease name: non-empty
+// UTF-8 of up to lease.MaxNameLen (1024) bytes, NUL, braces and control
 // characters included. Validate checks both; bad input gives an error
 // matching lease.ErrInvalid and changes nothing.
 //

@@ -6,6 +6,7 @@ import (
 	"math"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 )
 
 // MaxToken is the largest token a checker accepts: the largest BIGINT, so
@@ -40,12 +41,12 @@ func (e *StaleError) Error() string {
 func (e *StaleError) Is(target error) bool { return target == ErrStale }
 
 // Validate reports whether name and token may be presented to a checker:
-// name as lease.CheckName requires (non-empty UTF-8, at most
+// name as driver.CheckName requires (non-empty UTF-8, at most
 // lease.MaxNameLen bytes, any characters), token between 1 and MaxToken
 // (zero is no tenure's token). Every checker calls it before touching its
 // store; the error matches lease.ErrInvalid.
 func Validate(name string, token uint64) error {
-	if err := lease.CheckName(name); err != nil {
+	if err := driver.CheckName(name); err != nil {
 		return fmt.Errorf("fence: %w", err)
 	}
 	switch {

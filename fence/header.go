@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 )
 
 // The HTTP headers that carry a write's fence. A client sets both on
@@ -171,7 +172,7 @@ func DecodeName(s string) (string, error) {
 	if !utf8.ValidString(name) {
 		return bad("does not decode to valid UTF-8")
 	}
-	if err := lease.CheckName(name); err != nil {
+	if err := driver.CheckName(name); err != nil {
 		return "", fmt.Errorf("fence: %s header: %w", HeaderName, err)
 	}
 	return name, nil

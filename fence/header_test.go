@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 	"github.com/leasekit/lease/fence"
 )
 
@@ -164,7 +165,7 @@ func FuzzNameEncoding(f *testing.F) {
 			}
 		}
 		got, err := fence.DecodeName(enc)
-		if lease.CheckName(name) != nil {
+		if driver.CheckName(name) != nil {
 			if err == nil {
 				t.Fatalf("DecodeName(EncodeName(%q)) accepted an invalid name", name)
 			}

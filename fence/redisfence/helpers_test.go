@@ -5,14 +5,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"fmt"
-	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
@@ -142,88 +136,4 @@ func realClients(t testing.TB) func(testing.TB) redis.UniversalClient {
 		}
 		return c
 	}
-}
-
-// privateRedis is a redis-server this test started on its own port, with
-// its data in a directory of its own, so that it can be restarted.
-type privateRedis struct {
-	t    testing.TB
-	bin  string
-	dir  string
-	port int
-	args []string
-	cmd  *exec.Cmd
-}
-
-// startPrivateRedis starts redis-server with extra arguments, or skips
-// when the binary is missing (fails when LEASE_TEST_REQUIRE_ALL=1, as CI
-// installs it).
-func startPrivateRedis(t testing.TB, args ...string) *privateRedis {
-	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		if os.Getenv(testenv.RequireAll) == "1" {
-			t.Fatalf("redis-server is not installed and %s=1: this test needs it", testenv.RequireAll)
-		}
-		t.Skip("redis-server is not installed: skipping the test on a private Redis")
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	p := &privateRedis{t: t, bin: bin, dir: t.TempDir(), port: port, args: args}
-	p.start()
-	t.Cleanup(p.stop)
-	return p
-}
-
-func (p *privateRedis) addr() string { return fmt.Sprintf("127.0.0.1:%d", p.port) }
-
-func (p *privateRedis) start() {
-	p.t.Helper()
-	args := append([]string{"--port", fmt.Sprint(p.port), "--bind", "127.0.0.1", "--dir", p.dir,
-		"--save", "", "--appendonly", "yes", "--appendfsync", "always", "--daemonize", "no",
-		"--logfile", filepath.Join(p.dir, "redis.log")}, p.args...)
-	p.cmd = exec.Command(p.bin, args...)
-	if err := p.cmd.Start(); err != nil {
-		p.t.Fatalf("starting redis-server: %v", err)
-	}
-	c := redis.NewClient(&redis.Options{Addr: p.addr()})
-	defer c.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for c.Ping(context.Background()).Err() != nil {
-		if time.Now().After(deadline) {
-			log, _ := os.ReadFile(filepath.Join(p.dir, "redis.log"))
-			p.t.Fatalf("redis-server on port %d did not answer within 10s:\n%s", p.port, log)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// restart stops the server (SHUTDOWN, which writes its append-only file)
-// and starts it again on the same port and data.
-func (p *privateRedis) restart() {
-	p.t.Helper()
-	p.stop()
-	p.start()
-}
-
-func (p *privateRedis) stop() {
-	if p.cmd == nil {
-		return
-	}
-	c := redis.NewClient(&redis.Options{Addr: p.addr()})
-	_ = c.Shutdown(context.Background()).Err() // the connection drops: an error
-	c.Close()
-	done := make(chan struct{})
-	go func() { _ = p.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-done
-	}
-	p.cmd = nil
 }
