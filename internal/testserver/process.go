@@ -169,9 +169,17 @@ func (p *Process) Resume() {
 
 // start runs the server and waits until it is ready.
 func (p *Process) start() error {
+	if err := p.begin(); err != nil {
+		return err
+	}
+	return p.awaitReady()
+}
+
+// begin runs the server, if it is not running, without waiting for it.
+func (p *Process) begin() error {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	if p.runningLocked() {
-		p.mu.Unlock()
 		return nil
 	}
 	fmt.Fprintf(p.log, "\n==== testserver: starting %s: %s\n", p.name, strings.Join(p.argv, " "))
@@ -182,33 +190,38 @@ func (p *Process) start() error {
 	cmd.Stderr = p.log
 	cmd.SysProcAttr = sysProcAttr()
 	if err := spawn(cmd); err != nil {
-		p.mu.Unlock()
 		return fmt.Errorf("start %s: %w", p.name, err)
 	}
 	exited := make(chan struct{})
 	p.cmd, p.exited, p.waitErr, p.paused, p.leaderGone = cmd, exited, nil, false, false
 	go p.reap(cmd, exited)
-	p.mu.Unlock()
+	return nil
+}
 
+// awaitReady waits (up to ReadyTimeout) until the server answers; it kills
+// a server that does not.
+func (p *Process) awaitReady() error {
+	p.mu.Lock()
+	exited := p.exited
+	p.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), ReadyTimeout)
 	defer cancel()
-	var lastErr error
 	for {
 		attempt, cancelAttempt := context.WithTimeout(ctx, 2*time.Second)
-		lastErr = p.ready(attempt)
+		err := p.ready(attempt)
 		cancelAttempt()
-		if lastErr == nil {
+		if err == nil {
 			return nil
 		}
 		select {
 		case <-exited:
 			p.mu.Lock()
-			err := p.waitErr
+			werr := p.waitErr
 			p.mu.Unlock()
-			return fmt.Errorf("%s exited while starting (%v)%s", p.name, err, p.logSuffix())
+			return fmt.Errorf("%s exited while starting (%v)%s", p.name, werr, p.logSuffix())
 		case <-ctx.Done():
 			p.halt(sigKill, 0)
-			return fmt.Errorf("%s did not answer within %s: %v%s", p.name, ReadyTimeout, lastErr, p.logSuffix())
+			return fmt.Errorf("%s did not answer within %s: %v%s", p.name, ReadyTimeout, err, p.logSuffix())
 		case <-time.After(pollInterval):
 		}
 	}
