@@ -315,15 +315,25 @@ func (p *Process) logSuffix() string {
 }
 
 // newProcess prepares a server process; the caller fills in what it needs
-// and calls launch.
+// and calls launch. A test that starts two servers of one kind gets
+// "redis" and "redis-2", each with its own log.
 func newProcess(t testing.TB, name, addr, dir string, argv ...string) (*Process, error) {
 	logDir := filepath.Join(testTempDir(t), "logs")
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(filepath.Join(logDir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("log file for %s: %w", name, err)
+	var f *os.File
+	base := name
+	for i := 2; ; i++ {
+		var err error
+		f, err = os.OpenFile(filepath.Join(logDir, name+".log"), os.O_CREATE|os.O_EXCL|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, os.ErrExist) || i > 1000 {
+			return nil, fmt.Errorf("log file for %s: %w", name, err)
+		}
+		name = fmt.Sprintf("%s-%d", base, i)
 	}
 	return &Process{
 		t:          t,
@@ -361,14 +371,18 @@ func testTempDir(t testing.TB) string {
 }
 
 // mkdir creates a fresh directory for a server's data under the test's
-// temporary directory.
+// temporary directory: name, or name-2, name-3... if taken.
 func mkdir(t testing.TB, name string) (string, error) {
-	d := filepath.Join(testTempDir(t), name)
-	if err := os.Mkdir(d, 0o700); err != nil {
-		if errors.Is(err, os.ErrExist) {
-			return os.MkdirTemp(testTempDir(t), name+"-")
+	base := name
+	for i := 2; ; i++ {
+		d := filepath.Join(testTempDir(t), name)
+		err := os.Mkdir(d, 0o700)
+		if err == nil {
+			return d, nil
 		}
-		return "", err
+		if !errors.Is(err, os.ErrExist) || i > 1000 {
+			return "", err
+		}
+		name = fmt.Sprintf("%s-%d", base, i)
 	}
-	return d, nil
 }
