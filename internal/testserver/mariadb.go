@@ -42,9 +42,14 @@ func StartMariaDB(t testing.TB) *Process {
 	}
 	addr := loopback(ports[0])
 	// Shared by the install and the server, so both make the same files.
+	tmp := filepath.Join(dir, "tmp") // private: temporary tables of others must not meet ours
+	if err := os.Mkdir(tmp, 0o700); err != nil {
+		t.Fatalf("testserver: %v", err)
+	}
 	common := []string{
 		"--no-defaults",
 		"--datadir=" + data,
+		"--tmpdir=" + tmp,
 		"--skip-name-resolve",
 		"--innodb-log-file-size=16M",
 		"--innodb-buffer-pool-size=32M",
