@@ -203,14 +203,16 @@ func (c *conn) write(d int, dst *net.TCPConn, q <-chan chunk, wg *sync.WaitGroup
 		if d == toServer {
 			c.armLoss(ch.data)
 		}
-		if _, err := dst.Write(ch.data); err != nil {
-			c.teardown(true)
-			return
-		}
+		// Counted before the write, so that a client that has the bytes
+		// finds them counted.
 		if d == toServer {
 			c.p.bytesToServer.Add(int64(len(ch.data)))
 		} else {
 			c.p.bytesToClient.Add(int64(len(ch.data)))
+		}
+		if _, err := dst.Write(ch.data); err != nil {
+			c.teardown(true)
+			return
 		}
 	}
 }

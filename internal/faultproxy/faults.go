@@ -152,6 +152,11 @@ func (p *Proxy) armLoss(l loss) {
 // server side are closed with an RST, so a client's next read or write
 // fails with ECONNRESET. Held and delayed bytes are discarded. New
 // connections are accepted as usual; call Refuse first to refuse them too.
+//
+// A connection counts as open once the proxy has accepted it. One whose
+// connect returned a moment ago may still wait in the kernel's queue, and
+// is then accepted after Reset, unharmed: exchange a byte through it first,
+// or wait for Stats().Accepted, when a test needs it reset.
 func (p *Proxy) Reset() {
 	p.mu.Lock()
 	conns := p.connList()

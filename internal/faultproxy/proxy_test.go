@@ -324,6 +324,7 @@ func TestResetWhileStalled(t *testing.T) {
 	srv := startEcho(t)
 	p := faultproxy.StartT(t, srv.addr())
 	c := dial(t, p.Addr())
+	roundTrip(t, c, "accepted") // Reset only sees accepted connections
 	p.Stall(faultproxy.Both)
 	if _, err := c.Write([]byte("x")); err != nil {
 		t.Fatal(err)
@@ -338,6 +339,7 @@ func TestRefuse(t *testing.T) {
 	srv := startEcho(t)
 	p := faultproxy.StartT(t, srv.addr())
 	open := dial(t, p.Addr())
+	roundTrip(t, open, "accepted") // not in the listener's queue when it closes
 	p.Refuse()
 	p.Refuse() // idempotent
 	_, err := net.DialTimeout("tcp", p.Addr(), 5*time.Second)

@@ -11,8 +11,9 @@ type Stats struct {
 	// DialFailures is how many accepted connections could not be
 	// forwarded because the target did not accept a connection.
 	DialFailures int64
-	// BytesToServer and BytesToClient are the bytes delivered each way
-	// (bytes held by a stall or lost with a reply are not counted).
+	// BytesToServer and BytesToClient are the bytes passed on each way,
+	// counted as they are written (bytes held by a stall or lost with a
+	// reply are not counted).
 	BytesToServer, BytesToClient int64
 	// RoundTrips counts turns of the conversation: each time a client
 	// starts sending on a connection after the server last sent on it

@@ -12,9 +12,10 @@ import (
 // value: a server without persistence.
 type RedisOptions struct {
 	// Persist keeps the data across Stop, Kill and Restart: an
-	// append-only file that Redis writes before it answers each write, so
-	// even Kill loses nothing acknowledged. Without it the server keeps
-	// nothing, and every start begins empty, as after a FLUSHALL.
+	// append-only file that Redis writes and fsyncs before it answers
+	// each write (appendfsync always), so even Kill loses nothing
+	// acknowledged. Without it the server keeps nothing, and every start
+	// begins empty, as after a FLUSHALL.
 	Persist bool
 	// Args are extra redis-server arguments, such as "--maxmemory",
 	// "10mb". They come last, so they override the helper's.
@@ -77,7 +78,7 @@ func newRedis(t testing.TB, bin, name string, port int, persist bool, mode, extr
 		"--logfile", "",
 		"--save", "",
 		"--appendonly", appendonly,
-		"--appendfsync", "everysec",
+		"--appendfsync", "always",
 		"--protected-mode", "no",
 	}
 	argv = append(append(argv, mode...), extra...)
