@@ -214,11 +214,13 @@ func (c *storeConn) connectRedis(ctx context.Context, raw string, o connOpts) er
 	opts.PoolSize = max(opts.PoolSize, o.pool)
 	c.redis = redis.NewClient(opts)
 	c.onClose(func() { _ = c.redis.Close() })
-	info, err := c.redis.Info(ctx, "server").Result()
-	if err != nil {
+	if err := c.redis.Ping(ctx).Err(); err != nil {
 		return fmt.Errorf("no answer: %w", err)
 	}
-	c.label, c.version = "Redis", infoField(info, "redis_version")
+	c.label, c.version = "Redis", "(version unknown)"
+	if info, err := c.redis.Info(ctx, "server").Result(); err == nil {
+		c.version = infoField(info, "redis_version")
+	}
 	if o.leaseURL {
 		u, err := url.Parse(raw)
 		if err != nil {

@@ -165,7 +165,13 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 			return cfg, fmt.Errorf("unknown mode %q (want %s or all)", m, strings.Join(allModes, ", "))
 		}
 	}
-	cfg.modes = slices.Compact(cfg.modes)
+	var uniq []string
+	for _, m := range cfg.modes {
+		if !slices.Contains(uniq, m) {
+			uniq = append(uniq, m)
+		}
+	}
+	cfg.modes = uniq
 	if len(cfg.modes) == 0 {
 		return cfg, errors.New("-mode names no mode")
 	}
