@@ -73,7 +73,8 @@ type storeConn struct {
 	db    *sql.DB
 	etcd  *clientv3.Client
 
-	locker lease.Locker // lease on this store
+	locker   lease.Locker // lease on this store
+	openNote string       // how the Locker was opened, when not as asked
 
 	proxy *proxy
 	rpcs  *atomic.Int64 // etcd: RPCs sent, and messages on streams
@@ -92,7 +93,7 @@ func (c *storeConn) etcdPrefix() string { return "leasebench/" + c.id + "/" }
 func (c *storeConn) table(what string) string { return "leasebench_" + c.id + "_" + what }
 
 // count returns what the connection counts: round trips through the
-// proxy (Redis, SQL) or RPCs (etcd). counted says whether it counts.
+// proxy (Redis, SQL) or RPCs (etcd), or 0 when it counts nothing.
 func (c *storeConn) count() int64 {
 	switch {
 	case c.proxy != nil:
@@ -101,16 +102,6 @@ func (c *storeConn) count() int64 {
 		return c.rpcs.Load()
 	}
 	return 0
-}
-
-func (c *storeConn) counted() bool { return c.proxy != nil || c.rpcs != nil }
-
-// unit names what count counts.
-func (c *storeConn) unit() string {
-	if c.kind == kindEtcd {
-		return "RPCs"
-	}
-	return "round trips"
 }
 
 func (c *storeConn) onClose(f func()) { c.closers = append(c.closers, f) }
@@ -231,11 +222,16 @@ func (c *storeConn) connectRedis(ctx context.Context, raw string, o connOpts) er
 		q.Set("prefix", c.redisPrefix()+"lease:")
 		u.RawQuery = q.Encode()
 		l, err := redislease.Open(ctx, u.String())
-		if err != nil {
+		switch {
+		case err == nil:
+			c.locker = l
+		case errors.Is(err, lease.ErrInvalid):
+			c.openNote = "lease is on redislease.New with this command's client: redislease.Open refused the URL (" + short(err) + ")"
+		default:
 			return err
 		}
-		c.locker = l
-	} else {
+	}
+	if c.locker == nil {
 		l, err := redislease.New(c.redis, redislease.WithPrefix(c.redisPrefix()+"lease:"))
 		if err != nil {
 			return err
@@ -313,11 +309,16 @@ func (c *storeConn) connectSQL(ctx context.Context, raw string, o connOpts) erro
 			open = mysqllease.Open
 		}
 		l, err := open(ctx, lu.String())
-		if err != nil {
+		switch {
+		case err == nil:
+			c.locker = l
+		case errors.Is(err, lease.ErrInvalid):
+			c.openNote = "lease is on sqllease.New with this command's pool: the backend's URL opener refused the URL (" + short(err) + ")"
+		default:
 			return err
 		}
-		c.locker = l
-	} else {
+	}
+	if c.locker == nil {
 		l, err := sqllease.New(c.db, sqllease.WithTable(c.table("lease")))
 		if err != nil {
 			return err

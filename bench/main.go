@@ -23,7 +23,7 @@ type config struct {
 	modes    []string
 	flags    []string // the other flags set, for the report's command line
 	markdown bool
-	verbose  bool
+	quiet    bool
 
 	workers int
 	rounds  int
@@ -116,7 +116,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&etcdEPs, "etcd", "", "etcd `endpoints`, host:port[,host:port]")
 	fs.StringVar(&modes, "mode", "cycle,renew,busy", "`modes` to run, comma separated: "+strings.Join(allModes, ",")+" or all")
 	fs.BoolVar(&cfg.markdown, "markdown", false, "print markdown tables (for the README)")
-	fs.BoolVar(&cfg.verbose, "v", false, "print progress to stderr")
+	fs.BoolVar(&cfg.quiet, "q", false, "print no progress to stderr")
 	fs.IntVar(&cfg.workers, "workers", 8, "concurrent workers for cycle, renew and busy, each on its own name")
 	fs.IntVar(&cfg.rounds, "rounds", 5, "rounds per measurement; the median is reported")
 	fs.DurationVar(&cfg.dur, "time", time.Second, "how long each contender runs in each round")
@@ -138,7 +138,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	fs.Visit(func(f *flag.Flag) {
 		switch f.Name {
-		case "redis", "postgres", "mysql", "etcd", "mode", "markdown", "v":
+		case "redis", "postgres", "mysql", "etcd", "mode", "markdown", "q":
 		default:
 			cfg.flags = append(cfg.flags, "-"+f.Name+"="+f.Value.String())
 		}
@@ -202,7 +202,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 // errors that do not stop the run go to stderr.
 func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	progress := func(string) {}
-	if cfg.verbose {
+	if !cfg.quiet {
 		progress = func(s string) { fmt.Fprintf(stderr, "bench: %s: %s\n", time.Now().Format("15:04:05"), s) }
 	}
 	r := &report{}

@@ -68,6 +68,9 @@ func runRTT(ctx context.Context, cfg config, versions map[string]string, progres
 			continue
 		}
 		progress(c.kind + " rtt")
+		if c.openNote != "" {
+			t.note("%s: %s", c.label, c.openNote)
+		}
 		k := counter{c: c, settle: 5 * time.Millisecond}
 		if c.kind == kindEtcd {
 			k.settle = 50 * time.Millisecond

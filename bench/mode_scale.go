@@ -74,17 +74,16 @@ func readMem() memSample {
 
 // scaled is one run of n jobs.
 type scaled struct {
-	n                  int
-	kept, lost, other  int
-	errs               map[string]int // other errors by message
-	acquiredIn         time.Duration  // until every job held its lease or had failed
-	peak               memSample
-	perLease           float64 // bytes of heap and stacks per held lease
-	renewals, calls    int64   // in the steady window
-	trips              int64   // round trips (RPCs) in the steady window
-	window             time.Duration
-	every              time.Duration
-	heldDuringMeasured int64
+	n                 int
+	kept, lost, other int
+	errs              map[string]int // other errors by message
+	acquiredIn        time.Duration  // until every job held its lease or had failed
+	peak              memSample
+	perLease          float64 // bytes of heap and stacks per held lease
+	renewals, calls   int64   // in the steady window
+	trips             int64   // round trips (RPCs) in the steady window
+	window            time.Duration
+	every             time.Duration
 }
 
 // jobName matches a job's lease name in an error message.
