@@ -1,0 +1,378 @@
+package fencetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/fence"
+)
+
+// staleRefused tests that a token smaller than the maximum is refused, by
+// Write and by Check, with a *StaleError naming the winner.
+func staleRefused(ctx context.Context, t *testing.T, s *suite) {
+	tg := s.target(t)
+	name, key := s.name("stale"), s.key("stale")
+	write(ctx, t, tg, name, 10, key, "by 10")
+	mustBeStale(t, "Write", tg.Write(ctx, name, 5, key, "by 5"), name, 5, 10)
+	mustBeStale(t, "Check", tg.Check(ctx, name, 9), name, 9, 10)
+	mustBeStale(t, "Write", tg.Write(ctx, name, 1, key, "by 1"), name, 1, 10)
+	mustRead(ctx, t, tg, key, "by 10", true, "after stale writes")
+}
+
+// equalAccepted tests that the holder of the maximum can write again and
+// again: equal tokens are accepted.
+func equalAccepted(ctx context.Context, t *testing.T, s *suite) {
+	tg := s.target(t)
+	name, key := s.name("equal"), s.key("equal")
+	write(ctx, t, tg, name, 10, key, "first")
+	write(ctx, t, tg, name, 10, key, "second")
+	if err := tg.Check(ctx, name, 10); err != nil {
+		t.Fatalf("Check with the token of the maximum should be accepted: %v", err)
+	}
+	write(ctx, t, tg, name, 10, key, "third")
+	mustRead(ctx, t, tg, key, "third", true, "after three writes with one token")
+}
+
+// higherRemembered tests that a larger token is accepted and becomes the
+// maximum that later writes are held to.
+func higherRemembered(ctx context.Context, t *testing.T, s *suite) {
+	tg := s.target(t)
+	name, key := s.name("higher"), s.key("higher")
+	write(ctx, t, tg, name, 10, key, "by 10")
+	write(ctx, t, tg, name, 20, key, "by 20")
+	mustBeStale(t, "Write", tg.Write(ctx, name, 15, key, "by 15"), name, 15, 20)
+	mustBeStale(t, "Check", tg.Check(ctx, name, 19), name, 19, 20)
+	write(ctx, t, tg, name, 21, key, "by 21")
+	mustBeStale(t, "Write", tg.Write(ctx, name, 20, key, "by 20 again"), name, 20, 21)
+	mustRead(ctx, t, tg, key, "by 21", true, "after writes by 10, 20, 21")
+}
+
+// refusedChangesNothing tests that a refused write neither writes its data
+// (to an item written before, or to a new one) nor moves the maximum.
+func refusedChangesNothing(ctx context.Context, t *testing.T, s *suite) {
+	tg := s.target(t)
+	name, k1, k2 := s.name("nothing"), s.key("written"), s.key("untouched")
+	write(ctx, t, tg, name, 10, k1, "new")
+	mustBeStale(t, "Write", tg.Write(ctx, name, 5, k1, "stale"), name, 5, 10)
+	mustRead(ctx, t, tg, k1, "new", true, "a refused write overwrote the item")
+	mustBeStale(t, "Write", tg.Write(ctx, name, 5, k2, "stale"), name, 5, 10)
+	mustRead(ctx, t, tg, k2, "", false, "a refused write created the item")
+	// Had a refusal lowered the maximum to 5, 7 would now pass.
+	mustBeStale(t, "Write after refusals", tg.Write(ctx, name, 7, k2, "stale"), name, 7, 10)
+	mustRead(ctx, t, tg, k2, "", false, "a refused write created the item")
+	write(ctx, t, tg, name, 10, k2, "by 10")
+}
+
+// checkRaises tests that Check and Write share one maximum per name:
+// an accepted Check refuses a smaller Write, and the other way round.
+func checkRaises(ctx context.Context, t *testing.T, s *suite) {
+	tg := s.target(t)
+	name, key := s.name("check"), s.key("check")
+	if err := tg.Check(ctx, name, 30); err != nil {
+		t.Fatalf("Check(token 30) of a new name: %v", err)
+	}
+	mustBeStale(t, "Write after Check(30)", tg.Write(ctx, name, 20, key, "by 20"), name, 20, 30)
+	mustRead(ctx, t, tg, key, "", false, "a write refused after Check")
+	write(ctx, t, tg, name, 30, key, "by 30")
+	write(ctx, t, tg, name, 40, key, "by 40")
+	mustBeStale(t, "Check after Write(40)", tg.Check(ctx, name, 35), name, 35, 40)
+}
+
+// firstAccepted tests that a name nobody wrote accepts any valid token,
+// the smallest and the largest.
+func firstAccepted(ctx context.Context, t *testing.T, s *suite) {
+	tg := s.target(t)
+	write(ctx, t, tg, s.name("first-1"), 1, s.key("first-1"), "by 1")
+	write(ctx, t, tg, s.name("first-max"), fence.MaxToken, s.key("first-max"), "by max")
+	if err := tg.Check(ctx, s.name("first-check"), 1); err != nil {
+		t.Fatalf("Check(token 1) of a new name: %v", err)
+	}
+	name := s.name("max")
+	write(ctx, t, tg, name, fence.MaxToken, s.key("max"), "by max")
+	write(ctx, t, tg, name, fence.MaxToken, s.key("max"), "by max again")
+	mustBeStale(t, "Write", tg.Write(ctx, name, fence.MaxToken-1, s.key("max"), "below max"), name, fence.MaxToken-1, fence.MaxToken)
+}
+
+// largeTokens tests that tokens are compared as integers, not as floats
+// (which cannot tell 2^53 from 2^53+1) nor as strings ("9" > "10").
+func largeTokens(ctx context.Context, t *testing.T, s *suite) {
+	tg := s.target(t)
+	const big = 1 << 53
+	name, key := s.name("large"), s.key("large")
+	// A float64 rounds 2^53+1 to 2^53, and 2^62+1 to 2^62.
+	write(ctx, t, tg, name, big+1, key, "by 2^53+1")
+	mustBeStale(t, "Write", tg.Write(ctx, name, big, key, "by 2^53"), name, big, big+1)
+	mustBeStale(t, "Check", tg.Check(ctx, name, big), name, big, big+1)
+	write(ctx, t, tg, name, 1<<62+1, key, "by 2^62+1")
+	mustBeStale(t, "Write", tg.Write(ctx, name, 1<<62, key, "by 2^62"), name, 1<<62, 1<<62+1)
+
+	name, key = s.name("digits"), s.key("digits")
+	write(ctx, t, tg, name, 9, key, "by 9")
+	write(ctx, t, tg, name, 10, key, "by 10")
+	mustBeStale(t, "Write", tg.Write(ctx, name, 9, key, "by 9 again"), name, 9, 10)
+	write(ctx, t, tg, name, 100, key, "by 100")
+	mustBeStale(t, "Write", tg.Write(ctx, name, 99, key, "by 99"), name, 99, 100)
+	mustRead(ctx, t, tg, key, "by 100", true, "after writes by 9, 10, 100")
+}
+
+// awkward are name suffixes that stores tend to conflate: case, trailing
+// spaces, Unicode normalization and collation, key separators, hash-tag
+// braces, NUL and other control bytes, SQL and glob metacharacters,
+// percent signs (the HTTP encoding's escape).
+var awkward = []string{
+	"a", "A", "a ", " a", "a\t", "ß", "ss", "é", "e\u0301", "İ", "i",
+	"a/b", "a:b", "a.b", "a|b", "{a}", "a{b}c", "{", "}", "{}", "}{",
+	"a\x00b", "a\x00", "a\nb", "a\rb", "\x7f", "\x01",
+	"a%", "a%20", "a%2", "a_", "a*", "a?", "a[b]", "a'b", `a"b`, `a\b`, "a;b--",
+	"日本語", "🙂", "\u200b", "\uFEFFa",
+}
+
+// keptApart writes to each name with decreasing tokens: if any name
+// shared a maximum with an earlier one, its smaller token is refused.
+func keptApart(ctx context.Context, t *testing.T, s *suite, tg Target, names []string) {
+	t.Helper()
+	for i, name := range names {
+		token := uint64(1000 - i)
+		key := s.key(fmt.Sprintf("apart-%d", i))
+		if err := tg.Write(ctx, name, token, key, "v"); err != nil {
+			t.Fatalf("Write(%s, token %d), after writes with larger tokens to other names only: %v (do two names share a fence?)", short(name), token, err)
+		}
+		if err := tg.Check(ctx, name, token); err != nil {
+			t.Fatalf("Check(%s, token %d): %v", short(name), token, err)
+		}
+	}
+	// And each name kept its own maximum.
+	for i, name := range names {
+		token := uint64(1000 - i)
+		if token > 1 {
+			mustBeStale(t, "Write below the name's own maximum", tg.Write(ctx, name, token-1, s.key("apart-again"), "v"), name, token-1, token)
+		}
+	}
+}
+
+// awkwardNames tests that names stores tend to conflate keep separate
+// maxima.
+func awkwardNames(ctx context.Context, t *testing.T, s *suite) {
+	tg := s.target(t)
+	base := s.name("")
+	names := make([]string, len(awkward))
+	for i, suffix := range awkward {
+		names[i] = base + suffix
+	}
+	keptApart(ctx, t, s, tg, names)
+}
+
+// longNames tests that names of up to 1024 bytes are never truncated: names
+// differing only after their first 1000 bytes keep separate maxima.
+func longNames(ctx context.Context, t *testing.T, s *suite) {
+	tg := s.target(t)
+	base := s.name("")
+	base += strings.Repeat("p", 1000-len(base))
+	var names []string
+	for i := 0; i < 8; i++ {
+		suffix := fmt.Sprintf("%024d", i) // names of exactly 1024 bytes
+		if i%2 == 1 {
+			suffix = suffix[:len(suffix)-1-i] // and a few shorter ones
+		}
+		names = append(names, base+suffix)
+	}
+	names = append(names, base+strings.Repeat("\x00", 24), base+strings.Repeat("}", 24))
+	keptApart(ctx, t, s, tg, names)
+}
+
+// op is one guarded write of the concurrency case.
+type op struct {
+	token      uint64
+	start, end time.Time
+	accepted   bool
+	max        uint64 // StaleError.Max when refused
+}
+
+// concurrentWriters tests writers racing on one name with interleaved
+// tokens: the store must act as if the writes happened one at a time.
+func concurrentWriters(ctx context.Context, t *testing.T, s *suite) {
+	name, key := s.name("concurrent"), s.key("concurrent")
+	var (
+		mu  sync.Mutex
+		ops []op
+		wg  sync.WaitGroup
+	)
+	errs := make(chan error, s.h.Writers)
+	for w := 0; w < s.h.Writers; w++ {
+		tg := s.target(t)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// Tokens mostly climb, with stragglers from far behind, as
+			// holders come and go and paused ones wake up.
+			rng := rand.New(rand.NewPCG(uint64(w), 42))
+			for i := 0; i < s.h.Writes; i++ {
+				token := uint64(i*s.h.Writers + 1 + rng.IntN(2*s.h.Writers))
+				if rng.IntN(3) == 0 {
+					token = 1 + rng.Uint64N(token)
+				}
+				o := op{token: token, start: time.Now()}
+				err := tg.Write(ctx, name, token, key, strconv.FormatUint(token, 10))
+				o.end = time.Now()
+				var se *fence.StaleError
+				switch {
+				case err == nil:
+					o.accepted = true
+				case errors.As(err, &se):
+					if se.Name != name || se.Token != token {
+						errs <- fmt.Errorf("a refusal of token %d for %s named token %d for %s", token, short(name), se.Token, short(se.Name))
+						return
+					}
+					o.max = se.Max
+				default:
+					errs <- fmt.Errorf("Write(token %d): %v", token, err)
+					return
+				}
+				mu.Lock()
+				ops = append(ops, o)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+
+	acceptedTokens := map[uint64]bool{}
+	var maxAccepted uint64
+	var accepted []op
+	for _, o := range ops {
+		if o.accepted {
+			acceptedTokens[o.token] = true
+			maxAccepted = max(maxAccepted, o.token)
+			accepted = append(accepted, o)
+		}
+	}
+	if len(accepted) == 0 {
+		t.Fatal("no write was accepted")
+	}
+	for _, o := range ops {
+		if !o.accepted && (o.max <= o.token || !acceptedTokens[o.max]) {
+			t.Fatalf("token %d was refused in favour of token %d, which is not larger or was never accepted (accepted: %v)", o.token, o.max, sortedKeys(acceptedTokens))
+		}
+	}
+	// Real-time order: a write that began after an accepted write of token
+	// a had ended can be accepted only with a token of at least a, and
+	// must be refused with a maximum of at least a.
+	sort.Slice(accepted, func(i, j int) bool { return accepted[i].end.Before(accepted[j].end) })
+	for _, b := range ops {
+		// The largest token accepted by writes that ended before b began.
+		var floor uint64
+		for _, a := range accepted {
+			if !a.end.Before(b.start) {
+				break
+			}
+			floor = max(floor, a.token)
+		}
+		switch {
+		case b.accepted && b.token < floor:
+			t.Fatalf("token %d was accepted after a write with token %d had been accepted: the accepted sequence went down", b.token, floor)
+		case !b.accepted && b.max < floor:
+			t.Fatalf("token %d was refused in favour of %d after token %d had been accepted: the maximum went down", b.token, b.max, floor)
+		}
+	}
+	tg := s.target(t)
+	mustRead(ctx, t, tg, key, strconv.FormatUint(maxAccepted, 10), true, "after the concurrent writes")
+	mustBeStale(t, "Write after the concurrent writes", tg.Write(ctx, name, maxAccepted-1, key, "late"), name, maxAccepted-1, maxAccepted)
+	if err := tg.Check(ctx, name, maxAccepted); err != nil {
+		t.Fatalf("Check with the largest accepted token %d: %v", maxAccepted, err)
+	}
+	t.Logf("%d writes by %d writers: %d accepted, largest token %d", len(ops), s.h.Writers, len(accepted), maxAccepted)
+}
+
+func sortedKeys(m map[uint64]bool) []uint64 {
+	var ks []uint64
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Slice(ks, func(i, j int) bool { return ks[i] < ks[j] })
+	return ks
+}
+
+// newConnection tests that the maximum lives in the store: a Target made
+// afterwards (a new connection, a new process) is held to it.
+func newConnection(ctx context.Context, t *testing.T, s *suite) {
+	name, key := s.name("reconnect"), s.key("reconnect")
+	write(ctx, t, s.target(t), name, 10, key, "by 10")
+	other := s.target(t)
+	mustBeStale(t, "Write through a new Target", other.Write(ctx, name, 5, key, "by 5"), name, 5, 10)
+	mustBeStale(t, "Check through a new Target", other.Check(ctx, name, 9), name, 9, 10)
+	write(ctx, t, other, name, 10, key, "by 10 again")
+	mustRead(ctx, t, s.target(t), key, "by 10 again", true, "through a third Target")
+}
+
+// restartKeepsMax tests that the maximum survives a restart of the store.
+func restartKeepsMax(ctx context.Context, t *testing.T, s *suite) {
+	name, key := s.name("restart"), s.key("restart")
+	write(ctx, t, s.target(t), name, 10, key, "by 10")
+	s.h.Restart(t)
+	tg := s.target(t)
+	mustBeStale(t, "Write after a restart", tg.Write(ctx, name, 5, key, "by 5"), name, 5, 10)
+	mustRead(ctx, t, tg, key, "by 10", true, "after a restart")
+	write(ctx, t, tg, name, 11, key, "by 11")
+}
+
+// badInput tests that invalid names and tokens are refused before the
+// store is touched, with lease.ErrInvalid.
+func badInput(ctx context.Context, t *testing.T, s *suite) {
+	tg := s.target(t)
+	name := s.name("bad")
+	bad := []struct {
+		what  string
+		name  string
+		token uint64
+	}{
+		{"token 0", name, 0},
+		{"a token above fence.MaxToken", name, fence.MaxToken + 1},
+		{"the largest uint64 token", name, ^uint64(0)},
+		{"an empty name", "", 1},
+		{"a name of 1025 bytes", name + strings.Repeat("x", lease.MaxNameLen+1-len(name)), 1},
+		{"a name that is not UTF-8", name + "\xff", 1},
+	}
+	for _, b := range bad {
+		key := s.key("bad")
+		checkErrKind(t, "Write with "+b.what, tg.Write(ctx, b.name, b.token, key, "bad"), lease.ErrInvalid)
+		mustRead(ctx, t, tg, key, "", false, "Write with "+b.what)
+		checkErrKind(t, "Check with "+b.what, tg.Check(ctx, b.name, b.token), lease.ErrInvalid)
+	}
+	// None of them raised the maximum of the valid name.
+	write(ctx, t, tg, name, 1, s.key("bad-after"), "by 1")
+}
+
+// cancelledContext tests that a call with a cancelled context fails with
+// the context's error, not as stale, and changes nothing.
+func cancelledContext(ctx context.Context, t *testing.T, s *suite) {
+	tg := s.target(t)
+	name, key := s.name("cancelled"), s.key("cancelled")
+	write(ctx, t, tg, name, 10, key, "by 10")
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	err := tg.Write(cctx, name, 20, key, "by 20")
+	if err == nil {
+		t.Fatal("Write with a cancelled context succeeded")
+	}
+	checkErrKind(t, "Write with a cancelled context", err, context.Canceled)
+	err = tg.Write(cctx, name, 5, key, "by 5")
+	if err == nil || errors.Is(err, fence.ErrStale) {
+		t.Fatalf("stale Write with a cancelled context: got %v; want the context's error, not a verdict", err)
+	}
+	checkErrKind(t, "Check with a cancelled context", tg.Check(cctx, name, 20), context.Canceled)
+	mustRead(ctx, t, tg, key, "by 10", true, "after calls with a cancelled context")
+	write(ctx, t, tg, name, 10, key, "by 10 again")
+}
