@@ -57,6 +57,15 @@ func mutexImpl(c *storeConn, ttl time.Duration) impl {
 	}
 }
 
+// grant grants the etcd lease that a keep-alive handle renews.
+func grant(ctx context.Context, c *storeConn, ttl time.Duration) (clientv3.LeaseID, error) {
+	g, err := c.etcd.Grant(ctx, ttlSeconds(ttl))
+	if err != nil {
+		return 0, err
+	}
+	return g.ID, nil
+}
+
 // keepAliveOnceImpl renews a lease granted in advance with
 // clientv3's KeepAliveOnce, which opens a keep-alive stream per call.
 func keepAliveOnceImpl(c *storeConn, ttl time.Duration) impl {
@@ -67,12 +76,9 @@ func keepAliveOnceImpl(c *storeConn, ttl time.Duration) impl {
 			var id clientv3.LeaseID
 			return &handle{
 				try: func(ctx context.Context) (int64, bool, error) {
-					g, err := c.etcd.Grant(ctx, ttlSeconds(ttl))
-					if err != nil {
-						return 0, false, err
-					}
-					id = g.ID
-					return 0, true, nil
+					var err error
+					id, err = grant(ctx, c, ttl)
+					return 0, err == nil, err
 				},
 				release: func(ctx context.Context) error { _, err := c.etcd.Revoke(ctx, id); return err },
 				renew: func(ctx context.Context) error {
@@ -103,11 +109,10 @@ func keepAliveStreamImpl(c *storeConn, ttl time.Duration) impl {
 			)
 			return &handle{
 				try: func(ctx context.Context) (int64, bool, error) {
-					g, err := c.etcd.Grant(ctx, ttlSeconds(ttl))
-					if err != nil {
+					var err error
+					if id, err = grant(ctx, c, ttl); err != nil {
 						return 0, false, err
 					}
-					id = g.ID
 					sctx, scancel := context.WithCancel(context.WithoutCancel(ctx))
 					stream, err = pb.NewLeaseClient(c.etcd.ActiveConnection()).LeaseKeepAlive(sctx)
 					if err != nil {

@@ -48,8 +48,6 @@ func contend(ctx context.Context, m impl, name string, n int, d, hold time.Durat
 		tenures, failed, overlaps, stale atomic.Int64
 		reg                              fence
 		errOnce                          sync.Once
-		wg                               sync.WaitGroup
-		stop                             atomic.Bool
 	)
 	fail := func(err error) {
 		failed.Add(1)
@@ -70,52 +68,34 @@ func contend(ctx context.Context, m impl, name string, n int, d, hold time.Durat
 		}
 		handles = append(handles, h)
 	}
-	rctx, cancel := context.WithTimeout(ctx, d+30*time.Second)
-	defer cancel()
-	start := make(chan struct{})
-	for _, h := range handles {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			for !stop.Load() && rctx.Err() == nil {
-				f, ok, err := h.try(rctx)
-				if err != nil {
-					fail(err)
-					time.Sleep(time.Millisecond)
-					continue
-				}
-				if !ok {
-					time.Sleep(time.Duration(rand.Int64N(int64(hold) + 1)))
-					continue
-				}
-				if holders.Add(1) != 1 {
-					overlaps.Add(1)
-				}
-				if m.fenced && !reg.write(f) {
-					stale.Add(1)
-				}
-				time.Sleep(hold)
-				holders.Add(-1)
-				if err := h.release(rctx); err != nil {
-					fail(fmt.Errorf("release: %w", err))
-					continue
-				}
-				tenures.Add(1)
+	res.elapsed = runWorkers(ctx, d, n, func(ctx context.Context, w int, stopped func() bool) {
+		h := handles[w]
+		for !stopped() {
+			f, ok, err := h.try(ctx)
+			if err != nil {
+				fail(err)
+				time.Sleep(time.Millisecond)
+				continue
 			}
-		}()
-	}
-	t0 := time.Now()
-	close(start)
-	timer := time.NewTimer(d)
-	select {
-	case <-timer.C:
-	case <-ctx.Done():
-		timer.Stop()
-	}
-	stop.Store(true)
-	wg.Wait()
-	res.elapsed = time.Since(t0)
+			if !ok {
+				time.Sleep(time.Duration(rand.Int64N(int64(hold) + 1)))
+				continue
+			}
+			if holders.Add(1) != 1 {
+				overlaps.Add(1)
+			}
+			if m.fenced && !reg.write(f) {
+				stale.Add(1)
+			}
+			time.Sleep(hold)
+			holders.Add(-1)
+			if err := h.release(ctx); err != nil {
+				fail(fmt.Errorf("release: %w", err))
+				continue
+			}
+			tenures.Add(1)
+		}
+	})
 	res.tenures, res.failed, res.overlaps, res.stale = tenures.Load(), failed.Load(), overlaps.Load(), stale.Load()
 	return res
 }
@@ -145,22 +125,16 @@ func runContention(ctx context.Context, cfg config, versions map[string]string, 
 		}
 		rates := make([][]float64, len(ms))
 		sums := make([]contended, len(ms))
-		for r := range cfg.rounds {
-			for k := range ms {
-				i := (k + r) % len(ms)
-				got := contend(ctx, ms[i], fmt.Sprintf("contention-r%d-%d", r, i), cfg.contenders, cfg.dur, cfg.hold)
-				rates[i] = append(rates[i], float64(got.tenures)/max(got.elapsed, time.Nanosecond).Seconds())
-				s := &sums[i]
-				s.tenures += got.tenures
-				s.failed += got.failed
-				s.overlaps += got.overlaps
-				s.stale += got.stale
-				if s.firstError == nil {
-					s.firstError = got.firstError
-				}
-			}
-			progress(fmt.Sprintf("%s contention: round %d/%d", c.kind, r+1, cfg.rounds))
-		}
+		interleave(cfg.rounds, len(ms), func(r, i int) {
+			got := contend(ctx, ms[i], fmt.Sprintf("contention-r%d-%d", r, i), cfg.contenders, cfg.dur, cfg.hold)
+			rates[i] = append(rates[i], float64(got.tenures)/max(got.elapsed, time.Nanosecond).Seconds())
+			s := &sums[i]
+			s.tenures += got.tenures
+			s.failed += got.failed
+			s.overlaps += got.overlaps
+			s.stale += got.stale
+			s.firstError = cmpErr(s.firstError, got.firstError)
+		}, func(r int) { progress(fmt.Sprintf("%s contention: round %d/%d", c.kind, r+1, cfg.rounds)) })
 		cellOf := func(i int) string {
 			s := sums[i]
 			out := fmt.Sprintf("%s, %d violations", rate(median(rates[i])), s.overlaps+s.stale)

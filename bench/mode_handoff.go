@@ -266,22 +266,16 @@ func runHandoff(ctx context.Context, cfg config, versions map[string]string, pro
 		}
 		ws := handoffWaiters(ctx, cfg, c, t)
 		res := make([]handedOff, len(ws))
-		for r := range cfg.rounds {
-			for k := range ws {
-				i := (k + r) % len(ws)
-				got := handoff(ctx, ws[i], fmt.Sprintf("handoff-r%d-%d", r, i), cfg.waiters, cfg.handoffHold, 300*time.Millisecond, c.count)
-				s := &res[i]
-				s.latencies = append(s.latencies, got.latencies...)
-				s.ops += got.ops
-				s.handoffs += got.handoffs
-				s.overlaps += got.overlaps
-				s.failed += got.failed
-				if s.firstErr == nil {
-					s.firstErr = got.firstErr
-				}
-			}
-			progress(fmt.Sprintf("%s handoff: round %d/%d", c.kind, r+1, cfg.rounds))
-		}
+		interleave(cfg.rounds, len(ws), func(r, i int) {
+			got := handoff(ctx, ws[i], fmt.Sprintf("handoff-r%d-%d", r, i), cfg.waiters, cfg.handoffHold, 300*time.Millisecond, c.count)
+			s := &res[i]
+			s.latencies = append(s.latencies, got.latencies...)
+			s.ops += got.ops
+			s.handoffs += got.handoffs
+			s.overlaps += got.overlaps
+			s.failed += got.failed
+			s.firstErr = cmpErr(s.firstErr, got.firstErr)
+		}, func(r int) { progress(fmt.Sprintf("%s handoff: round %d/%d", c.kind, r+1, cfg.rounds)) })
 		cellOf := func(s handedOff) string {
 			if s.handoffs == 0 {
 				return "no handoff"

@@ -45,21 +45,17 @@ func measure(ctx context.Context, label string, cs []contender, workers, rounds 
 			res[i].skipped, res[i].err = true, t.prepErr
 		}
 	}
-	for r := range rounds {
-		for k := range cs {
-			i := (k + r) % len(cs)
-			if res[i].skipped {
-				continue
-			}
-			t := runTimed(ctx, cs[i], fmt.Sprintf("%s-r%d", label, r), workers, d)
-			res[i].failed += t.failed
-			if res[i].err == nil {
-				res[i].err = cmpErr(t.prepErr, t.stepErr)
-			}
-			res[i].rounds = append(res[i].rounds, t.opsPerS)
+	interleave(rounds, len(cs), func(r, i int) {
+		if res[i].skipped {
+			return
 		}
-		progress(fmt.Sprintf("%s: round %d/%d", label, r+1, rounds))
-	}
+		t := runTimed(ctx, cs[i], fmt.Sprintf("%s-r%d", label, r), workers, d)
+		res[i].failed += t.failed
+		if res[i].err == nil {
+			res[i].err = cmpErr(t.prepErr, t.stepErr)
+		}
+		res[i].rounds = append(res[i].rounds, t.opsPerS)
+	}, func(r int) { progress(fmt.Sprintf("%s: round %d/%d", label, r+1, rounds)) })
 	for i := range res {
 		res[i].opsPerS = median(res[i].rounds)
 	}
@@ -105,26 +101,55 @@ func runTimed(ctx context.Context, c contender, label string, workers int, d tim
 	var (
 		ops, errs atomic.Int64
 		errOnce   sync.Once
-		wg        sync.WaitGroup
-		stop      atomic.Bool
-		start     = make(chan struct{})
 	)
+	elapsed := runWorkers(ctx, d, workers, func(ctx context.Context, w int, stopped func() bool) {
+		for !stopped() {
+			if err := steps[w](ctx); err != nil {
+				errs.Add(1)
+				errOnce.Do(func() { t.stepErr = err })
+				time.Sleep(time.Millisecond) // no hot loop on a failing store
+				continue
+			}
+			ops.Add(1)
+		}
+	})
+	t.opsPerS = float64(ops.Load()) / elapsed.Seconds()
+	t.failed = errs.Load()
+	return t
+}
+
+// interleave calls f for every round r and contender i, rotating the
+// contenders' order every round so that none always runs first, and
+// roundDone after each round.
+func interleave(rounds, n int, f func(r, i int), roundDone func(r int)) {
+	for r := range rounds {
+		for k := range n {
+			f(r, (k+r)%n)
+		}
+		roundDone(r)
+	}
+}
+
+// runWorkers runs n workers together for d (or until ctx ends): each
+// runs body, which must loop until stopped reports true. It returns how
+// long they ran, from their common start until the last one returned.
+// Their context ends 30s after d at the latest, so a store that hangs
+// cannot hold them forever.
+func runWorkers(ctx context.Context, d time.Duration, n int, body func(ctx context.Context, w int, stopped func() bool)) time.Duration {
 	rctx, cancel := context.WithTimeout(ctx, d+30*time.Second)
 	defer cancel()
-	for _, step := range steps {
+	var (
+		stop  atomic.Bool
+		wg    sync.WaitGroup
+		start = make(chan struct{})
+	)
+	stopped := func() bool { return stop.Load() || rctx.Err() != nil }
+	for w := range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			<-start
-			for !stop.Load() && rctx.Err() == nil {
-				if err := step(rctx); err != nil {
-					errs.Add(1)
-					errOnce.Do(func() { t.stepErr = err })
-					time.Sleep(time.Millisecond) // no hot loop on a failing store
-					continue
-				}
-				ops.Add(1)
-			}
+			body(rctx, w, stopped)
 		}()
 	}
 	t0 := time.Now()
@@ -137,9 +162,7 @@ func runTimed(ctx context.Context, c contender, label string, workers int, d tim
 	}
 	stop.Store(true)
 	wg.Wait()
-	t.opsPerS = float64(ops.Load()) / time.Since(t0).Seconds()
-	t.failed = errs.Load()
-	return t
+	return time.Since(t0)
 }
 
 func median(xs []float64) float64 {
