@@ -105,8 +105,8 @@ func contend(ctx context.Context, m impl, name string, n int, d, hold time.Durat
 // per second and every violation of mutual exclusion seen.
 func runContention(ctx context.Context, cfg config, versions map[string]string, progress func(string)) *table {
 	t := &table{
-		title: fmt.Sprintf("contention: %d workers on one name, each acquire, hold %s, release (a busy try waits up to %s); tenures/s (median of %d rounds of %s); ratio = lease/peer",
-			cfg.contenders, cfg.hold, cfg.hold, cfg.rounds, cfg.dur),
+		title: fmt.Sprintf("contention: %d workers on one name, each acquire, hold %s, release (a busy try waits up to %s); tenures/s (median of %s of %s); ratio = lease/peer",
+			cfg.contenders, cfg.hold, cfg.hold, plural(cfg.rounds, "round"), cfg.dur),
 		cols: compareCols,
 	}
 	t.note("violations: a holder that found another holder in process (overlap), or a fenced write whose token was not above every earlier one (stale); both must be 0")

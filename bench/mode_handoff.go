@@ -253,8 +253,8 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 // for lease's ways to wait and each peer's, interleaved rounds.
 func runHandoff(ctx context.Context, cfg config, versions map[string]string, progress func(string)) *table {
 	t := &table{
-		title: fmt.Sprintf("handoff: %d waiters on one name, each holding %s; latency from a holder's fn returning (its release follows) to the next holder's fn starting, p50/p99 over %d rounds; store operations (round trips through a counting proxy; etcd: RPCs) per handoff; ratio = peer p50 / lease p50, >1 means lease hands off sooner",
-			cfg.waiters, cfg.handoffHold, cfg.rounds),
+		title: fmt.Sprintf("handoff: %d waiters on one name, each holding %s; latency from a holder's fn returning (its release follows) to the next holder's fn starting, p50/p99 over %s; store operations (round trips through a counting proxy; etcd: RPCs) per handoff; ratio = peer p50 / lease p50, >1 means lease hands off sooner",
+			cfg.waiters, cfg.handoffHold, plural(cfg.rounds, "round")),
 		cols: compareCols,
 	}
 	for _, tg := range cfg.targets {

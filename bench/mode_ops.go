@@ -32,8 +32,8 @@ func storeImpls(c *storeConn, ttl time.Duration) []impl {
 // its own name, interleaved rounds, median.
 func runOps(ctx context.Context, cfg config, op string, versions map[string]string, progress func(string)) *table {
 	t := &table{
-		title: fmt.Sprintf("%s: %s, %d workers on distinct names, ops/s (median of %d rounds of %s); ratio = lease/peer, >1 means lease is faster",
-			op, opTitles[op], cfg.workers, cfg.rounds, cfg.dur),
+		title: fmt.Sprintf("%s: %s, %d workers on distinct names, ops/s (median of %s of %s); ratio = lease/peer, >1 means lease is faster",
+			op, opTitles[op], cfg.workers, plural(cfg.rounds, "round"), cfg.dur),
 		cols: compareCols,
 	}
 	for _, tg := range cfg.targets {

@@ -156,3 +156,11 @@ func short(err error) string {
 	}
 	return s
 }
+
+// plural is "1 round" or "n rounds".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
