@@ -1,0 +1,276 @@
+package otellease
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"math"
+	"strconv"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/leasekit/lease"
+)
+
+func newCore(l lease.Locker, cfg config) (*core, error) {
+	in, err := newInstruments(cfg.mp.Meter(ScopeName), cfg.backend)
+	if err != nil {
+		return nil, err
+	}
+	c := &core{l: l, tracer: cfg.tp.Tracer(ScopeName), inst: in, hashNames: cfg.hashNames}
+	c.registered, err = cfg.mp.Meter(ScopeName).RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		o.ObserveInt64(c.inst.held, c.observe(ctx), c.inst.heldOpts...)
+		return nil
+	}, in.held)
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// start begins the span of a call.
+func (c *core) start(ctx context.Context, o op) (context.Context, trace.Span) {
+	return c.tracer.Start(ctx, spanNames[o], c.inst.spanStart[o]...)
+}
+
+// finish records a call's duration and ends its span.
+func (c *core) finish(ctx context.Context, span trace.Span, o op, out outcome, err error, took time.Duration) {
+	c.inst.duration.Record(ctx, took.Seconds(), c.inst.durationOpts[o][out]...)
+	if span.IsRecording() {
+		span.SetAttributes(c.inst.spanEnd[out]...)
+		if out.failed() {
+			desc := ""
+			if !c.hashNames && err != nil {
+				desc = err.Error()
+			}
+			span.SetStatus(codes.Error, desc)
+		}
+	}
+	span.End()
+}
+
+// nameAttr is the span attribute for a lease name.
+func (c *core) nameAttr(name string) attribute.KeyValue {
+	if c.hashNames {
+		return keyNameSHA256.String(hashName(name))
+	}
+	return keyName.String(name)
+}
+
+// hashName is how lease.WithHashedNames hashes names for Run's logs.
+func hashName(name string) string {
+	sum := sha256.Sum256([]byte(name))
+	return hex.EncodeToString(sum[:8])
+}
+
+func tokenAttr(t uint64) attribute.KeyValue {
+	if t > math.MaxInt64 {
+		return keyToken.String(strconv.FormatUint(t, 10))
+	}
+	return keyToken.Int64(int64(t))
+}
+
+func seconds(k attribute.Key, d time.Duration) attribute.KeyValue { return k.Float64(d.Seconds()) }
+
+// Acquire implements lease.Locker.
+func (c *core) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (lease.Lease, error) {
+	ctx, span := c.start(ctx, opAcquire)
+	rec := span.IsRecording()
+	if rec {
+		span.SetAttributes(c.nameAttr(name), keyOwner.String(owner), seconds(keyTTL, ttl))
+	}
+	start := time.Now()
+	l, err := c.l.Acquire(ctx, name, owner, ttl)
+	end := time.Now()
+	out := classify(err, outAcquired)
+	switch {
+	case err == nil:
+		c.settle(ctx, tenureKey{l.Name, l.Token}, evGranted, l.Deadline, start, end, 0)
+		if rec {
+			span.SetAttributes(tokenAttr(l.Token))
+		}
+	case out == outHeld && rec:
+		var he *lease.HeldError
+		if errors.As(err, &he) {
+			span.SetAttributes(keyHolder.String(he.Owner), seconds(keyRemaining, he.Remaining))
+		}
+	}
+	c.finish(ctx, span, opAcquire, out, err, end.Sub(start))
+	return l, err
+}
+
+// Renew implements lease.Locker.
+func (c *core) Renew(ctx context.Context, l lease.Lease, ttl time.Duration) (lease.Lease, error) {
+	ctx, span := c.start(ctx, opRenew)
+	rec := span.IsRecording()
+	if rec {
+		span.SetAttributes(c.nameAttr(l.Name), keyOwner.String(l.Owner), tokenAttr(l.Token), seconds(keyTTL, ttl))
+	}
+	start := time.Now()
+	got, err := c.l.Renew(ctx, l, ttl)
+	end := time.Now()
+	out := classify(err, outRenewed)
+	c.renewed(ctx, span, l, got, out, start, end)
+	c.finish(ctx, span, opRenew, out, err, end.Sub(start))
+	return got, err
+}
+
+// renewed records what a renewal of l (one Renew, or one item of a
+// RenewBatch) found: got and the outcome.
+func (c *core) renewed(ctx context.Context, span trace.Span, l, got lease.Lease, out outcome, start, end time.Time) {
+	k := tenureKey{l.Name, l.Token}
+	switch out {
+	case outRenewed:
+		slack := l.Deadline.Sub(end)
+		if slack > 0 {
+			c.inst.slack.Record(ctx, slack.Seconds(), c.inst.backendOpts...)
+		}
+		if span != nil && span.IsRecording() {
+			span.SetAttributes(seconds(keySlack, slack))
+		}
+		c.settle(ctx, k, evRenewed, got.Deadline, start, end, 0)
+	case outLost:
+		c.settle(ctx, k, evLost, time.Time{}, start, end, causeRenewLost)
+	default:
+		c.settle(ctx, k, evRenewFailed, time.Time{}, start, end, 0)
+	}
+}
+
+// Release implements lease.Locker.
+func (c *core) Release(ctx context.Context, l lease.Lease) error {
+	ctx, span := c.start(ctx, opRelease)
+	if span.IsRecording() {
+		span.SetAttributes(c.nameAttr(l.Name), keyOwner.String(l.Owner), tokenAttr(l.Token))
+	}
+	start := time.Now()
+	err := c.l.Release(ctx, l)
+	end := time.Now()
+	out := classify(err, outReleased)
+	k := tenureKey{l.Name, l.Token}
+	switch out {
+	case outReleased:
+		c.settle(ctx, k, evReleased, time.Time{}, start, end, 0)
+	case outLost:
+		c.settle(ctx, k, evLost, time.Time{}, start, end, causeReleaseLost)
+	default:
+		c.settle(ctx, k, evReleaseFailed, time.Time{}, start, end, 0)
+	}
+	c.finish(ctx, span, opRelease, out, err, end.Sub(start))
+	return err
+}
+
+// Inspect implements lease.Locker.
+func (c *core) Inspect(ctx context.Context, name string) (lease.Lease, error) {
+	ctx, span := c.start(ctx, opInspect)
+	rec := span.IsRecording()
+	if rec {
+		span.SetAttributes(c.nameAttr(name))
+	}
+	start := time.Now()
+	l, err := c.l.Inspect(ctx, name)
+	took := time.Since(start)
+	if err == nil && rec {
+		span.SetAttributes(keyOwner.String(l.Owner), tokenAttr(l.Token))
+	}
+	c.finish(ctx, span, opInspect, classify(err, outHeld), err, took)
+	return l, err
+}
+
+// list implements lease.Lister for the wrappers whose Locker is one.
+func (c *core) list(ctx context.Context, prefix string) ([]lease.Lease, error) {
+	ctx, span := c.start(ctx, opList)
+	rec := span.IsRecording()
+	if rec {
+		if c.hashNames {
+			span.SetAttributes(keyPrefixSHA.String(hashName(prefix)))
+		} else {
+			span.SetAttributes(keyPrefix.String(prefix))
+		}
+	}
+	start := time.Now()
+	ls, err := c.l.(lease.Lister).List(ctx, prefix)
+	took := time.Since(start)
+	if err == nil && rec {
+		span.SetAttributes(keyListCount.Int(len(ls)))
+	}
+	c.finish(ctx, span, opList, classify(err, outListed), err, took)
+	return ls, err
+}
+
+// forceRelease implements lease.ForceReleaser for the wrappers whose
+// Locker is one. The tenure it ends, if this process holds it, is found
+// lost by its holder's next Renew or Release, which counts the loss.
+func (c *core) forceRelease(ctx context.Context, name string) (lease.Lease, error) {
+	ctx, span := c.start(ctx, opForceRelease)
+	rec := span.IsRecording()
+	if rec {
+		span.SetAttributes(c.nameAttr(name))
+	}
+	start := time.Now()
+	l, err := c.l.(lease.ForceReleaser).ForceRelease(ctx, name)
+	took := time.Since(start)
+	if err == nil && rec {
+		span.SetAttributes(keyOwner.String(l.Owner), tokenAttr(l.Token))
+	}
+	c.finish(ctx, span, opForceRelease, classify(err, outReleased), err, took)
+	return l, err
+}
+
+// renewBatch implements lease.BatchRenewer for the wrappers whose Locker
+// is one: one span and one duration for the call, and each result
+// counted as a Renew's would be.
+func (c *core) renewBatch(ctx context.Context, reqs []lease.RenewRequest) []lease.RenewResult {
+	ctx, span := c.start(ctx, opRenewBatch)
+	start := time.Now()
+	res := c.l.(lease.BatchRenewer).RenewBatch(ctx, reqs)
+	end := time.Now()
+	out := outRenewed
+	var renewed, lost, failed int
+	var firstErr error
+	for i := range min(len(reqs), len(res)) {
+		o := classify(res[i].Err, outRenewed)
+		switch {
+		case o == outRenewed:
+			renewed++
+		case o == outLost:
+			lost++
+		default:
+			failed++
+			if firstErr == nil {
+				firstErr = res[i].Err
+			}
+		}
+		out = worse(out, o)
+		c.renewed(ctx, nil, reqs[i].Lease, res[i].Lease, o, start, end)
+	}
+	if len(res) != len(reqs) {
+		// The Locker broke BatchRenewer's contract; lease.Run reports it.
+		out = outError
+		firstErr = errors.New("RenewBatch returned " + strconv.Itoa(len(res)) + " results for " + strconv.Itoa(len(reqs)) + " requests")
+	}
+	if span.IsRecording() {
+		span.SetAttributes(keyBatchSize.Int(len(reqs)), keyBatchOK.Int(renewed), keyBatchLost.Int(lost), keyBatchFail.Int(failed))
+	}
+	c.finish(ctx, span, opRenewBatch, out, firstErr, end.Sub(start))
+	return res
+}
+
+// watch implements lease.Waiter for the wrappers whose Locker is one. The
+// span covers setting the watch up, not its life.
+func (c *core) watch(ctx context.Context, name string) (lease.Watch, error) {
+	sctx, span := c.start(ctx, opWatch)
+	if span.IsRecording() {
+		span.SetAttributes(c.nameAttr(name))
+	}
+	start := time.Now()
+	// The watch lives on ctx, not on the span's context: a span that
+	// ended long ago must not be the parent of whatever the watch does.
+	w, err := c.l.(lease.Waiter).Watch(ctx, name)
+	c.finish(sctx, span, opWatch, classify(err, outWatching), err, time.Since(start))
+	return w, err
+}
