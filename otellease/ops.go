@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"math"
 	"strconv"
 	"time"
@@ -38,11 +39,30 @@ func (c *core) start(ctx context.Context, o op) (context.Context, trace.Span) {
 	return c.tracer.Start(ctx, spanNames[o], c.inst.spanStart[o]...)
 }
 
-// finish records a call's duration and ends its span.
-func (c *core) finish(ctx context.Context, span trace.Span, o op, out outcome, err error, took time.Duration) {
+// quiet reports whether nothing would record anything of this call: the
+// span does not record and every instrument is disabled (no-op providers,
+// or global ones before an SDK is installed). The call then goes straight
+// through, without reading the clock.
+func (c *core) quiet(ctx context.Context, span trace.Span) bool {
+	return !span.IsRecording() && !c.inst.duration.Enabled(ctx) && !c.inst.slack.Enabled(ctx) && !c.tracking(ctx)
+}
+
+// spanAttrs is where a call gathers its span's attributes, to set them in
+// one SetAttributes call: nil when the span does not record, so that
+// callers can skip making them.
+func spanAttrs(span trace.Span) []attribute.KeyValue {
+	if !span.IsRecording() {
+		return nil
+	}
+	return make([]attribute.KeyValue, 0, 10)
+}
+
+// finish records a call's duration and ends its span with attrs (see
+// spanAttrs), the outcome and, for a failure, the status.
+func (c *core) finish(ctx context.Context, span trace.Span, o op, out outcome, err error, took time.Duration, attrs []attribute.KeyValue) {
 	c.inst.duration.Record(ctx, took.Seconds(), c.inst.durationOpts[o][out]...)
-	if span.IsRecording() {
-		span.SetAttributes(c.inst.spanEnd[out]...)
+	if attrs != nil {
+		span.SetAttributes(append(attrs, c.inst.spanEnd[out]...)...)
 		if out.failed() {
 			desc := ""
 			if !c.hashNames && err != nil {
@@ -80,58 +100,65 @@ func seconds(k attribute.Key, d time.Duration) attribute.KeyValue { return k.Flo
 // Acquire implements lease.Locker.
 func (c *core) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (lease.Lease, error) {
 	ctx, span := c.start(ctx, opAcquire)
-	rec := span.IsRecording()
-	if rec {
-		span.SetAttributes(c.nameAttr(name), keyOwner.String(owner), seconds(keyTTL, ttl))
+	if c.quiet(ctx, span) {
+		defer span.End()
+		return c.l.Acquire(ctx, name, owner, ttl)
 	}
+	attrs := spanAttrs(span)
 	start := time.Now()
 	l, err := c.l.Acquire(ctx, name, owner, ttl)
 	end := time.Now()
 	out := classify(err, outAcquired)
-	switch {
-	case err == nil:
+	if err == nil {
 		c.settle(ctx, tenureKey{l.Name, l.Token}, evGranted, l.Deadline, start, end, 0)
-		if rec {
-			span.SetAttributes(tokenAttr(l.Token))
-		}
-	case out == outHeld && rec:
+	}
+	if attrs != nil {
+		attrs = append(attrs, c.nameAttr(name), keyOwner.String(owner), seconds(keyTTL, ttl))
 		var he *lease.HeldError
-		if errors.As(err, &he) {
-			span.SetAttributes(keyHolder.String(he.Owner), seconds(keyRemaining, he.Remaining))
+		switch {
+		case err == nil:
+			attrs = append(attrs, tokenAttr(l.Token))
+		case out == outHeld && errors.As(err, &he):
+			attrs = append(attrs, keyHolder.String(he.Owner), seconds(keyRemaining, he.Remaining))
 		}
 	}
-	c.finish(ctx, span, opAcquire, out, err, end.Sub(start))
+	c.finish(ctx, span, opAcquire, out, err, end.Sub(start), attrs)
 	return l, err
 }
 
 // Renew implements lease.Locker.
 func (c *core) Renew(ctx context.Context, l lease.Lease, ttl time.Duration) (lease.Lease, error) {
 	ctx, span := c.start(ctx, opRenew)
-	rec := span.IsRecording()
-	if rec {
-		span.SetAttributes(c.nameAttr(l.Name), keyOwner.String(l.Owner), tokenAttr(l.Token), seconds(keyTTL, ttl))
+	if c.quiet(ctx, span) {
+		defer span.End()
+		return c.l.Renew(ctx, l, ttl)
 	}
+	attrs := spanAttrs(span)
 	start := time.Now()
 	got, err := c.l.Renew(ctx, l, ttl)
 	end := time.Now()
 	out := classify(err, outRenewed)
-	c.renewed(ctx, span, l, got, out, start, end)
-	c.finish(ctx, span, opRenew, out, err, end.Sub(start))
+	slack := c.renewed(ctx, l, got, out, start, end)
+	if attrs != nil {
+		attrs = append(attrs, c.nameAttr(l.Name), keyOwner.String(l.Owner), tokenAttr(l.Token), seconds(keyTTL, ttl))
+		if out == outRenewed {
+			attrs = append(attrs, seconds(keySlack, slack))
+		}
+	}
+	c.finish(ctx, span, opRenew, out, err, end.Sub(start), attrs)
 	return got, err
 }
 
 // renewed records what a renewal of l (one Renew, or one item of a
-// RenewBatch) found: got and the outcome.
-func (c *core) renewed(ctx context.Context, span trace.Span, l, got lease.Lease, out outcome, start, end time.Time) {
+// RenewBatch) found, got and the outcome, and returns the slack of a
+// successful one: how long before l's Deadline the answer came.
+func (c *core) renewed(ctx context.Context, l, got lease.Lease, out outcome, start, end time.Time) (slack time.Duration) {
 	k := tenureKey{l.Name, l.Token}
 	switch out {
 	case outRenewed:
-		slack := l.Deadline.Sub(end)
+		slack = l.Deadline.Sub(end)
 		if slack > 0 {
 			c.inst.slack.Record(ctx, slack.Seconds(), c.inst.backendOpts...)
-		}
-		if span != nil && span.IsRecording() {
-			span.SetAttributes(seconds(keySlack, slack))
 		}
 		c.settle(ctx, k, evRenewed, got.Deadline, start, end, 0)
 	case outLost:
@@ -139,14 +166,17 @@ func (c *core) renewed(ctx context.Context, span trace.Span, l, got lease.Lease,
 	default:
 		c.settle(ctx, k, evRenewFailed, time.Time{}, start, end, 0)
 	}
+	return slack
 }
 
 // Release implements lease.Locker.
 func (c *core) Release(ctx context.Context, l lease.Lease) error {
 	ctx, span := c.start(ctx, opRelease)
-	if span.IsRecording() {
-		span.SetAttributes(c.nameAttr(l.Name), keyOwner.String(l.Owner), tokenAttr(l.Token))
+	if c.quiet(ctx, span) {
+		defer span.End()
+		return c.l.Release(ctx, l)
 	}
+	attrs := spanAttrs(span)
 	start := time.Now()
 	err := c.l.Release(ctx, l)
 	end := time.Now()
@@ -160,45 +190,56 @@ func (c *core) Release(ctx context.Context, l lease.Lease) error {
 	default:
 		c.settle(ctx, k, evReleaseFailed, time.Time{}, start, end, 0)
 	}
-	c.finish(ctx, span, opRelease, out, err, end.Sub(start))
+	if attrs != nil {
+		attrs = append(attrs, c.nameAttr(l.Name), keyOwner.String(l.Owner), tokenAttr(l.Token))
+	}
+	c.finish(ctx, span, opRelease, out, err, end.Sub(start), attrs)
 	return err
 }
 
 // Inspect implements lease.Locker.
 func (c *core) Inspect(ctx context.Context, name string) (lease.Lease, error) {
 	ctx, span := c.start(ctx, opInspect)
-	rec := span.IsRecording()
-	if rec {
-		span.SetAttributes(c.nameAttr(name))
+	if c.quiet(ctx, span) {
+		defer span.End()
+		return c.l.Inspect(ctx, name)
 	}
+	attrs := spanAttrs(span)
 	start := time.Now()
 	l, err := c.l.Inspect(ctx, name)
 	took := time.Since(start)
-	if err == nil && rec {
-		span.SetAttributes(keyOwner.String(l.Owner), tokenAttr(l.Token))
+	if attrs != nil {
+		attrs = append(attrs, c.nameAttr(name))
+		if err == nil {
+			attrs = append(attrs, keyOwner.String(l.Owner), tokenAttr(l.Token))
+		}
 	}
-	c.finish(ctx, span, opInspect, classify(err, outHeld), err, took)
+	c.finish(ctx, span, opInspect, classify(err, outHeld), err, took, attrs)
 	return l, err
 }
 
 // list implements lease.Lister for the wrappers whose Locker is one.
 func (c *core) list(ctx context.Context, prefix string) ([]lease.Lease, error) {
 	ctx, span := c.start(ctx, opList)
-	rec := span.IsRecording()
-	if rec {
-		if c.hashNames {
-			span.SetAttributes(keyPrefixSHA.String(hashName(prefix)))
-		} else {
-			span.SetAttributes(keyPrefix.String(prefix))
-		}
+	if c.quiet(ctx, span) {
+		defer span.End()
+		return c.l.(lease.Lister).List(ctx, prefix)
 	}
+	attrs := spanAttrs(span)
 	start := time.Now()
 	ls, err := c.l.(lease.Lister).List(ctx, prefix)
 	took := time.Since(start)
-	if err == nil && rec {
-		span.SetAttributes(keyListCount.Int(len(ls)))
+	if attrs != nil {
+		if c.hashNames {
+			attrs = append(attrs, keyPrefixSHA.String(hashName(prefix)))
+		} else {
+			attrs = append(attrs, keyPrefix.String(prefix))
+		}
+		if err == nil {
+			attrs = append(attrs, keyListCount.Int(len(ls)))
+		}
 	}
-	c.finish(ctx, span, opList, classify(err, outListed), err, took)
+	c.finish(ctx, span, opList, classify(err, outListed), err, took, attrs)
 	return ls, err
 }
 
@@ -207,17 +248,21 @@ func (c *core) list(ctx context.Context, prefix string) ([]lease.Lease, error) {
 // lost by its holder's next Renew or Release, which counts the loss.
 func (c *core) forceRelease(ctx context.Context, name string) (lease.Lease, error) {
 	ctx, span := c.start(ctx, opForceRelease)
-	rec := span.IsRecording()
-	if rec {
-		span.SetAttributes(c.nameAttr(name))
+	if c.quiet(ctx, span) {
+		defer span.End()
+		return c.l.(lease.ForceReleaser).ForceRelease(ctx, name)
 	}
+	attrs := spanAttrs(span)
 	start := time.Now()
 	l, err := c.l.(lease.ForceReleaser).ForceRelease(ctx, name)
 	took := time.Since(start)
-	if err == nil && rec {
-		span.SetAttributes(keyOwner.String(l.Owner), tokenAttr(l.Token))
+	if attrs != nil {
+		attrs = append(attrs, c.nameAttr(name))
+		if err == nil {
+			attrs = append(attrs, keyOwner.String(l.Owner), tokenAttr(l.Token))
+		}
 	}
-	c.finish(ctx, span, opForceRelease, classify(err, outReleased), err, took)
+	c.finish(ctx, span, opForceRelease, classify(err, outReleased), err, took, attrs)
 	return l, err
 }
 
@@ -226,6 +271,11 @@ func (c *core) forceRelease(ctx context.Context, name string) (lease.Lease, erro
 // counted as a Renew's would be.
 func (c *core) renewBatch(ctx context.Context, reqs []lease.RenewRequest) []lease.RenewResult {
 	ctx, span := c.start(ctx, opRenewBatch)
+	if c.quiet(ctx, span) {
+		defer span.End()
+		return c.l.(lease.BatchRenewer).RenewBatch(ctx, reqs)
+	}
+	attrs := spanAttrs(span)
 	start := time.Now()
 	res := c.l.(lease.BatchRenewer).RenewBatch(ctx, reqs)
 	end := time.Now()
@@ -246,17 +296,17 @@ func (c *core) renewBatch(ctx context.Context, reqs []lease.RenewRequest) []leas
 			}
 		}
 		out = worse(out, o)
-		c.renewed(ctx, nil, reqs[i].Lease, res[i].Lease, o, start, end)
+		c.renewed(ctx, reqs[i].Lease, res[i].Lease, o, start, end)
 	}
 	if len(res) != len(reqs) {
 		// The Locker broke BatchRenewer's contract; lease.Run reports it.
 		out = outError
-		firstErr = errors.New("RenewBatch returned " + strconv.Itoa(len(res)) + " results for " + strconv.Itoa(len(reqs)) + " requests")
+		firstErr = fmt.Errorf("RenewBatch returned %d results for %d requests", len(res), len(reqs))
 	}
-	if span.IsRecording() {
-		span.SetAttributes(keyBatchSize.Int(len(reqs)), keyBatchOK.Int(renewed), keyBatchLost.Int(lost), keyBatchFail.Int(failed))
+	if attrs != nil {
+		attrs = append(attrs, keyBatchSize.Int(len(reqs)), keyBatchOK.Int(renewed), keyBatchLost.Int(lost), keyBatchFail.Int(failed))
 	}
-	c.finish(ctx, span, opRenewBatch, out, firstErr, end.Sub(start))
+	c.finish(ctx, span, opRenewBatch, out, firstErr, end.Sub(start), attrs)
 	return res
 }
 
@@ -264,13 +314,19 @@ func (c *core) renewBatch(ctx context.Context, reqs []lease.RenewRequest) []leas
 // span covers setting the watch up, not its life.
 func (c *core) watch(ctx context.Context, name string) (lease.Watch, error) {
 	sctx, span := c.start(ctx, opWatch)
-	if span.IsRecording() {
-		span.SetAttributes(c.nameAttr(name))
+	if c.quiet(ctx, span) {
+		defer span.End()
+		return c.l.(lease.Waiter).Watch(ctx, name)
 	}
+	attrs := spanAttrs(span)
 	start := time.Now()
 	// The watch lives on ctx, not on the span's context: a span that
 	// ended long ago must not be the parent of whatever the watch does.
 	w, err := c.l.(lease.Waiter).Watch(ctx, name)
-	c.finish(sctx, span, opWatch, classify(err, outWatching), err, time.Since(start))
+	took := time.Since(start)
+	if attrs != nil {
+		attrs = append(attrs, c.nameAttr(name))
+	}
+	c.finish(sctx, span, opWatch, classify(err, outWatching), err, took, attrs)
 	return w, err
 }

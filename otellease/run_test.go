@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/leasekit/lease"
 	"github.com/leasekit/lease/backend/memory"
@@ -18,18 +20,26 @@ import (
 // A wrapped Locker keeps every promise of the conformance suite: the
 // wrapper changes no behaviour. The suite runs lease.Run over it too.
 func TestConformance(t *testing.T) {
-	for _, manual := range []bool{false, true} {
-		t.Run(map[bool]string{false: "system clock", true: "manual clock"}[manual], func(t *testing.T) {
+	for _, c := range []struct {
+		name         string
+		manual, noop bool
+	}{{"system clock", false, false}, {"manual clock", true, false}, {"no-op providers", false, true}} {
+		t.Run(c.name, func(t *testing.T) {
 			r := newRig(t)
 			store := memory.New()
 			h := conformance.Harness{TTL: 100 * time.Millisecond}
-			if manual {
+			if c.manual {
 				clock := memory.NewManualClock(time.Now())
 				store = memory.New(memory.WithClock(clock))
 				h = conformance.Harness{TTL: time.Second, Advance: clock.Advance}
 			}
+			opts := []otellease.Option{otellease.WithMeterProvider(r.mp), otellease.WithTracerProvider(r.tp)}
+			if c.noop {
+				// Nothing records: every call takes the wrapper's quiet path.
+				opts = []otellease.Option{otellease.WithMeterProvider(metricnoop.NewMeterProvider()), otellease.WithTracerProvider(tracenoop.NewTracerProvider())}
+			}
 			h.New = func(tb testing.TB) lease.Locker {
-				w, err := otellease.Wrap(store.Share(), otellease.WithMeterProvider(r.mp), otellease.WithTracerProvider(r.tp))
+				w, err := otellease.Wrap(store.Share(), opts...)
 				if err != nil {
 					tb.Fatalf("Wrap: %v", err)
 				}
@@ -39,6 +49,9 @@ func TestConformance(t *testing.T) {
 			// this function returns (and before the rig shuts down): it
 			// recorded every operation the suite made.
 			t.Cleanup(func() {
+				if c.noop {
+					return
+				}
 				ms := r.collect(t)
 				for _, op := range []string{"acquire", "renew", "renew_batch", "release", "inspect", "list", "force_release", "watch"} {
 					if n := histCount(t, ms, "lease.operation.duration", kv("lease.operation", op)); n == 0 {
