@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -47,22 +48,41 @@ func (c *core) quiet(ctx context.Context, span trace.Span) bool {
 	return !span.IsRecording() && !c.inst.duration.Enabled(ctx) && !c.inst.slack.Enabled(ctx) && !c.tracking(ctx)
 }
 
-// spanAttrs is where a call gathers its span's attributes, to set them in
-// one SetAttributes call: nil when the span does not record, so that
-// callers can skip making them.
-func spanAttrs(span trace.Span) []attribute.KeyValue {
+// maxSpanAttrs is the most attributes a call gives its span: operation
+// and backend, Acquire's or Renew's five, outcome and error.type.
+const maxSpanAttrs = 9
+
+// spanBuf is where a call gathers its span's attributes, to set them in
+// one SetAttributes call when it ends.
+type spanBuf struct{ kv []attribute.KeyValue }
+
+func (b *spanBuf) add(kv ...attribute.KeyValue) { b.kv = append(b.kv, kv...) }
+
+// spanBufs recycles spanBufs: a span copies the attributes it is given,
+// so each call needs a buffer only briefly.
+var spanBufs = sync.Pool{New: func() any { return &spanBuf{kv: make([]attribute.KeyValue, 0, maxSpanAttrs)} }}
+
+// spanAttrs returns a buffer for the span's attributes, which finish
+// gives back, or nil when the span does not record, so that callers can
+// skip making them.
+func spanAttrs(span trace.Span) *spanBuf {
 	if !span.IsRecording() {
 		return nil
 	}
-	return make([]attribute.KeyValue, 0, 10)
+	return spanBufs.Get().(*spanBuf)
 }
 
-// finish records a call's duration and ends its span with attrs (see
-// spanAttrs), the outcome and, for a failure, the status.
-func (c *core) finish(ctx context.Context, span trace.Span, o op, out outcome, err error, took time.Duration, attrs []attribute.KeyValue) {
+// finish records a call's duration and ends its span with the attributes
+// in b (see spanAttrs), the outcome and, for a failure, the status.
+func (c *core) finish(ctx context.Context, span trace.Span, o op, out outcome, err error, took time.Duration, b *spanBuf) {
 	c.inst.duration.Record(ctx, took.Seconds(), c.inst.durationOpts[o][out]...)
-	if attrs != nil {
-		span.SetAttributes(append(attrs, c.inst.spanEnd[out]...)...)
+	if b != nil {
+		b.add(c.inst.spanOp[o]...)
+		b.add(c.inst.spanEnd[out]...)
+		span.SetAttributes(b.kv...)
+		clear(b.kv) // let go of the strings
+		b.kv = b.kv[:0]
+		spanBufs.Put(b)
 		if out.failed() {
 			desc := ""
 			if !c.hashNames && err != nil {
@@ -113,13 +133,13 @@ func (c *core) Acquire(ctx context.Context, name, owner string, ttl time.Duratio
 		c.settle(ctx, tenureKey{l.Name, l.Token}, evGranted, l.Deadline, start, end, 0)
 	}
 	if attrs != nil {
-		attrs = append(attrs, c.nameAttr(name), keyOwner.String(owner), seconds(keyTTL, ttl))
+		attrs.add(c.nameAttr(name), keyOwner.String(owner), seconds(keyTTL, ttl))
 		var he *lease.HeldError
 		switch {
 		case err == nil:
-			attrs = append(attrs, tokenAttr(l.Token))
+			attrs.add(tokenAttr(l.Token))
 		case out == outHeld && errors.As(err, &he):
-			attrs = append(attrs, keyHolder.String(he.Owner), seconds(keyRemaining, he.Remaining))
+			attrs.add(keyHolder.String(he.Owner), seconds(keyRemaining, he.Remaining))
 		}
 	}
 	c.finish(ctx, span, opAcquire, out, err, end.Sub(start), attrs)
@@ -140,9 +160,9 @@ func (c *core) Renew(ctx context.Context, l lease.Lease, ttl time.Duration) (lea
 	out := classify(err, outRenewed)
 	slack := c.renewed(ctx, l, got, out, start, end)
 	if attrs != nil {
-		attrs = append(attrs, c.nameAttr(l.Name), keyOwner.String(l.Owner), tokenAttr(l.Token), seconds(keyTTL, ttl))
+		attrs.add(c.nameAttr(l.Name), keyOwner.String(l.Owner), tokenAttr(l.Token), seconds(keyTTL, ttl))
 		if out == outRenewed {
-			attrs = append(attrs, seconds(keySlack, slack))
+			attrs.add(seconds(keySlack, slack))
 		}
 	}
 	c.finish(ctx, span, opRenew, out, err, end.Sub(start), attrs)
@@ -191,7 +211,7 @@ func (c *core) Release(ctx context.Context, l lease.Lease) error {
 		c.settle(ctx, k, evReleaseFailed, time.Time{}, start, end, 0)
 	}
 	if attrs != nil {
-		attrs = append(attrs, c.nameAttr(l.Name), keyOwner.String(l.Owner), tokenAttr(l.Token))
+		attrs.add(c.nameAttr(l.Name), keyOwner.String(l.Owner), tokenAttr(l.Token))
 	}
 	c.finish(ctx, span, opRelease, out, err, end.Sub(start), attrs)
 	return err
@@ -209,9 +229,9 @@ func (c *core) Inspect(ctx context.Context, name string) (lease.Lease, error) {
 	l, err := c.l.Inspect(ctx, name)
 	took := time.Since(start)
 	if attrs != nil {
-		attrs = append(attrs, c.nameAttr(name))
+		attrs.add(c.nameAttr(name))
 		if err == nil {
-			attrs = append(attrs, keyOwner.String(l.Owner), tokenAttr(l.Token))
+			attrs.add(keyOwner.String(l.Owner), tokenAttr(l.Token))
 		}
 	}
 	c.finish(ctx, span, opInspect, classify(err, outHeld), err, took, attrs)
@@ -231,12 +251,12 @@ func (c *core) list(ctx context.Context, prefix string) ([]lease.Lease, error) {
 	took := time.Since(start)
 	if attrs != nil {
 		if c.hashNames {
-			attrs = append(attrs, keyPrefixSHA.String(hashName(prefix)))
+			attrs.add(keyPrefixSHA.String(hashName(prefix)))
 		} else {
-			attrs = append(attrs, keyPrefix.String(prefix))
+			attrs.add(keyPrefix.String(prefix))
 		}
 		if err == nil {
-			attrs = append(attrs, keyListCount.Int(len(ls)))
+			attrs.add(keyListCount.Int(len(ls)))
 		}
 	}
 	c.finish(ctx, span, opList, classify(err, outListed), err, took, attrs)
@@ -257,9 +277,9 @@ func (c *core) forceRelease(ctx context.Context, name string) (lease.Lease, erro
 	l, err := c.l.(lease.ForceReleaser).ForceRelease(ctx, name)
 	took := time.Since(start)
 	if attrs != nil {
-		attrs = append(attrs, c.nameAttr(name))
+		attrs.add(c.nameAttr(name))
 		if err == nil {
-			attrs = append(attrs, keyOwner.String(l.Owner), tokenAttr(l.Token))
+			attrs.add(keyOwner.String(l.Owner), tokenAttr(l.Token))
 		}
 	}
 	c.finish(ctx, span, opForceRelease, classify(err, outReleased), err, took, attrs)
@@ -304,7 +324,7 @@ func (c *core) renewBatch(ctx context.Context, reqs []lease.RenewRequest) []leas
 		firstErr = fmt.Errorf("RenewBatch returned %d results for %d requests", len(res), len(reqs))
 	}
 	if attrs != nil {
-		attrs = append(attrs, keyBatchSize.Int(len(reqs)), keyBatchOK.Int(renewed), keyBatchLost.Int(lost), keyBatchFail.Int(failed))
+		attrs.add(keyBatchSize.Int(len(reqs)), keyBatchOK.Int(renewed), keyBatchLost.Int(lost), keyBatchFail.Int(failed))
 	}
 	c.finish(ctx, span, opRenewBatch, out, firstErr, end.Sub(start), attrs)
 	return res
@@ -325,7 +345,7 @@ func (c *core) watch(ctx context.Context, name string) (lease.Watch, error) {
 	w, err := c.l.(lease.Waiter).Watch(ctx, name)
 	took := time.Since(start)
 	if attrs != nil {
-		attrs = append(attrs, c.nameAttr(name))
+		attrs.add(c.nameAttr(name))
 	}
 	c.finish(sctx, span, opWatch, classify(err, outWatching), err, took, attrs)
 	return w, err
