@@ -34,8 +34,8 @@
 //	                                            by lease.outcome: released, lost,
 //	                                            or error (a Release that failed)
 //	lease.renewal.slack       histogram, s      for each successful renewal, how
-//	                                            long before the renewed Lease's
-//	                                            Deadline the answer arrived
+//	                                            long before the Deadline of the
+//	                                            Lease it renewed the answer came
 //	lease.losses              counter, {loss}   tenures lost, by lease.loss.cause
 //
 // lease.operation is one of acquire, renew, renew_batch, release, inspect,
@@ -103,8 +103,11 @@
 // lease.renew_batch, lease.release, lease.inspect, lease.list,
 // lease.force_release or lease.watch, a child of the span in the call's
 // context; the Locker is called with the span's context, so a store
-// client's own instrumentation (otelsql, redisotel) nests beneath it. The
-// span carries lease.operation, lease.backend, lease.outcome and, where
+// client's own instrumentation (otelsql, redisotel) nests beneath it (a
+// Watch is set up under the caller's context, since it outlives the
+// span). The span's attributes are set when it ends, in one call, which
+// costs the SDK least; a sampler sees the span's name and kind. The span
+// carries lease.operation, lease.backend, lease.outcome and, where
 // the call has them, lease.name (or lease.name_sha256, see
 // WithHashedNames), lease.owner, lease.token, lease.ttl and, on a renewal,
 // lease.slack (both in seconds). A busy Acquire adds the holder

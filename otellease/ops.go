@@ -20,12 +20,13 @@ import (
 )
 
 func newCore(l lease.Locker, cfg config) (*core, error) {
-	in, err := newInstruments(cfg.mp.Meter(ScopeName), cfg.backend)
+	meter := cfg.mp.Meter(ScopeName)
+	in, err := newInstruments(meter, cfg.backend)
 	if err != nil {
 		return nil, err
 	}
 	c := &core{l: l, tracer: cfg.tp.Tracer(ScopeName), inst: in, hashNames: cfg.hashNames}
-	c.registered, err = cfg.mp.Meter(ScopeName).RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+	c.registered, err = meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
 		o.ObserveInt64(c.inst.held, c.observe(ctx), c.inst.heldOpts...)
 		return nil
 	}, in.held)

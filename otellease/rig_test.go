@@ -2,7 +2,6 @@ package otellease_test
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -104,8 +103,8 @@ func histCount(t testing.TB, ms map[string]metricdata.Metrics, name string, want
 	return n
 }
 
-// histValues is the sum and count of histogram name's measurements whose
-// attributes include want.
+// histSum is the sum of histogram name's measurements whose attributes
+// include want.
 func histSum(t testing.TB, ms map[string]metricdata.Metrics, name string, want ...attribute.KeyValue) float64 {
 	t.Helper()
 	h, _ := ms[name].Data.(metricdata.Histogram[float64])
@@ -167,7 +166,7 @@ func spanNames(ss tracetest.SpanStubs) string {
 func attr(s tracetest.SpanStub, k string) string {
 	for _, kv := range s.Attributes {
 		if string(kv.Key) == k {
-			return kv.Value.Emit()
+			return kv.Value.String()
 		}
 	}
 	return ""
@@ -206,9 +205,3 @@ func checkSpan(t testing.TB, s tracetest.SpanStub, want map[string]string, faile
 }
 
 func kv(k, v string) attribute.KeyValue { return attribute.String(k, v) }
-
-func opAttrs(op, outcome string) []attribute.KeyValue {
-	return []attribute.KeyValue{kv("lease.backend", "memory"), kv("lease.operation", op), kv("lease.outcome", outcome)}
-}
-
-var _ = fmt.Sprint
