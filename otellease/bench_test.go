@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -18,7 +19,8 @@ import (
 )
 
 // BenchmarkOverhead measures each operation on a memory Locker three ways,
-// side by side: unwrapped (raw), wrapped with no-op providers (noop), and
+// side by side: unwrapped (raw), wrapped with the global providers that no
+// SDK was installed into (global), wrapped with no-op providers (noop), and
 // wrapped with the SDK (sdk: a meter provider with a reader, and a tracer
 // provider that samples every span and exports them in batches to an
 // exporter that drops them). The wrapper's overhead is the difference
@@ -34,6 +36,13 @@ func BenchmarkOverhead(b *testing.B) {
 		wrap func(b *testing.B, l lease.Locker) lease.Locker
 	}{
 		{"raw", func(_ *testing.B, l lease.Locker) lease.Locker { return l }},
+		{"global", func(b *testing.B, l lease.Locker) lease.Locker {
+			// What a program that never installs an SDK pays.
+			if _, set := otel.GetTracerProvider().(*sdktrace.TracerProvider); set {
+				b.Skip("TestGlobalProviders installed global providers in this process; run the benchmarks with -run '^$'")
+			}
+			return wrapForBench(b, l)
+		}},
 		{"noop", func(b *testing.B, l lease.Locker) lease.Locker {
 			return wrapForBench(b, l, otellease.WithMeterProvider(metricnoop.NewMeterProvider()), otellease.WithTracerProvider(tracenoop.NewTracerProvider()))
 		}},
