@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"math"
 	"strconv"
-	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -54,23 +53,19 @@ func (c *core) quiet(ctx context.Context, span trace.Span) bool {
 const maxSpanAttrs = 9
 
 // spanBuf is where a call gathers its span's attributes, to set them in
-// one SetAttributes call when it ends.
+// one SetAttributes call when it ends. It is not recycled: a
+// TracerProvider other than the SDK's may keep the slice it is given.
 type spanBuf struct{ kv []attribute.KeyValue }
 
 func (b *spanBuf) add(kv ...attribute.KeyValue) { b.kv = append(b.kv, kv...) }
 
-// spanBufs recycles spanBufs: a span copies the attributes it is given,
-// so each call needs a buffer only briefly.
-var spanBufs = sync.Pool{New: func() any { return &spanBuf{kv: make([]attribute.KeyValue, 0, maxSpanAttrs)} }}
-
-// spanAttrs returns a buffer for the span's attributes, which finish
-// gives back, or nil when the span does not record, so that callers can
-// skip making them.
+// spanAttrs returns a buffer for the span's attributes, or nil when the
+// span does not record, so that callers can skip making them.
 func spanAttrs(span trace.Span) *spanBuf {
 	if !span.IsRecording() {
 		return nil
 	}
-	return spanBufs.Get().(*spanBuf)
+	return &spanBuf{kv: make([]attribute.KeyValue, 0, maxSpanAttrs)}
 }
 
 // finish records a call's duration and ends its span with the attributes
@@ -81,9 +76,6 @@ func (c *core) finish(ctx context.Context, span trace.Span, o op, out outcome, e
 		b.add(c.inst.spanOp[o]...)
 		b.add(c.inst.spanEnd[out]...)
 		span.SetAttributes(b.kv...)
-		clear(b.kv) // let go of the strings
-		b.kv = b.kv[:0]
-		spanBufs.Put(b)
 		if out.failed() {
 			desc := ""
 			if !c.hashNames && err != nil {
