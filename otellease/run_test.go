@@ -145,6 +145,48 @@ func TestRunLosesOnce(t *testing.T) {
 	})
 }
 
+// stalled is a memory Locker whose renewals fail, as a store that has
+// become too slow would.
+type stalled struct{ *memory.Locker }
+
+func (stalled) RenewBatch(_ context.Context, reqs []lease.RenewRequest) []lease.RenewResult {
+	out := make([]lease.RenewResult, len(reqs))
+	for i := range out {
+		out[i].Err = errors.New("i/o timeout")
+	}
+	return out
+}
+
+// lease.Run whose renewals fail until the Deadline passes: Run's watchdog
+// ends fn, which the wrapper cannot see; it counts the loss (cause
+// deadline) at Run's Release, which comes after the Deadline.
+func TestRunDeadlineLoss(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t)
+		w := r.wrap(t, stalled{memory.New()}, otellease.WithBackend("memory"))
+		err := lease.Run(t.Context(), w, "job", 3*time.Second, func(ctx context.Context) error {
+			<-ctx.Done()
+			return nil
+		})
+		if !errors.Is(err, lease.ErrLost) {
+			t.Fatalf("Run: %v, want ErrLost", err)
+		}
+		ms := r.collect(t)
+		if n := histCount(t, ms, "lease.operation.duration", kv("lease.operation", "renew_batch"), kv("lease.outcome", "error")); n == 0 {
+			t.Errorf("no failed renewal recorded")
+		}
+		if n := sumValue(t, ms, "lease.losses", kv("lease.loss.cause", "deadline")); n != 1 {
+			t.Errorf("lease.losses{deadline} = %d, want 1", n)
+		}
+		if n := sumValue(t, ms, "lease.losses"); n != 1 {
+			t.Errorf("lease.losses = %d in all, want 1", n)
+		}
+		if n := histCount(t, ms, "lease.hold.duration", kv("lease.outcome", "lost")); n != 1 {
+			t.Errorf("lease.hold.duration{lost} has %d measurements, want 1", n)
+		}
+	})
+}
+
 // With no provider given, the wrapper records through the global ones:
 // nothing while they are the default no-ops (not even the bookkeeping of
 // tenures), and everything once the program installs an SDK, even after
