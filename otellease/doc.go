@@ -39,10 +39,12 @@
 //	lease.losses              counter, {loss}   tenures lost, by lease.loss.cause
 //
 // lease.operation is one of acquire, renew, renew_batch, release, inspect,
-// list, force_release and watch. lease.outcome is what the call found:
+// list, force_release, watch, acquire_queued and dequeue (the last two
+// are lease.FairAcquirer's). lease.outcome is what the call found:
 //
-//	acquired     Acquire started or re-entered a tenure
-//	held         Acquire found another owner holding the name (ErrHeld);
+//	acquired     Acquire or AcquireQueued started or re-entered a tenure
+//	held         Acquire found another owner holding the name (ErrHeld),
+//	             AcquireQueued found a holder or a waiter ahead of it;
 //	             Inspect found a holder
 //	renewed      Renew or every renewal of a RenewBatch succeeded
 //	lost         Renew or Release found the tenure over (ErrLost); a
@@ -51,6 +53,7 @@
 //	not_held     Inspect or ForceRelease found nobody holding the name
 //	listed       List answered
 //	watching     Watch is in place
+//	dequeued     Dequeue gave up a place in the queue
 //	unsupported  the Locker cannot do this (errors.ErrUnsupported)
 //	invalid      the call was refused for a malformed argument (ErrInvalid)
 //	closed       the Locker was closed (ErrClosed)
@@ -78,9 +81,10 @@
 //	              clock or expiry broke the contract)
 //	release_lost  a Release answered ErrLost, likewise before the Deadline
 //	deadline      the tenure's Deadline passed before a renewal of it landed:
-//	              a Renew, Release or re-entrant Acquire began after the
-//	              Deadline, a Renew's answer arrived after it, or, with no
-//	              call at all, a metric collection found the Deadline past
+//	              a Renew, Release or re-entrant Acquire (or AcquireQueued)
+//	              began after the Deadline, a Renew's answer arrived after
+//	              it, or, with no call at all, a metric collection found
+//	              the Deadline past
 //
 // A deadline loss is what lease.Run's watchdog acts on: Run cancels its
 // function's context when the Deadline passes without a renewal, which the
@@ -99,22 +103,22 @@
 //
 // # Spans
 //
-// Every call is one span of kind client, named lease.acquire, lease.renew,
-// lease.renew_batch, lease.release, lease.inspect, lease.list,
-// lease.force_release or lease.watch, a child of the span in the call's
+// Every call is one span of kind client, named "lease." and the operation
+// (lease.acquire, lease.renew_batch, ...), a child of the span in the call's
 // context; the Locker is called with the span's context, so a store
 // client's own instrumentation (otelsql, redisotel) nests beneath it (a
 // Watch is set up under the caller's context, since it outlives the
 // span). The span's attributes are set when it ends, in one call, which
 // costs the SDK least; a sampler sees the span's name and kind. The span
-// carries lease.operation, lease.backend, lease.outcome and, where
-// the call has them, lease.name (or lease.name_sha256, see
-// WithHashedNames), lease.owner, lease.token, lease.ttl and, on a renewal,
-// lease.slack (both in seconds). A busy Acquire adds the holder
-// (lease.holder) and its time left (lease.remaining); a RenewBatch records
-// lease.batch.size and how many tenures were renewed, lost or failed
-// (lease.batch.renewed, lease.batch.lost, lease.batch.failed) instead of
-// names. A failure sets the status to Error with the error's text as its
+// carries lease.operation, lease.backend, lease.outcome and, where the
+// call has them, lease.name (or lease.name_sha256, see WithHashedNames),
+// lease.owner, lease.token, lease.ttl, lease.slack on a renewal and
+// lease.place on AcquireQueued (all three in seconds). A busy Acquire
+// adds the holder (lease.holder) and its time left (lease.remaining), a
+// waiting AcquireQueued the holder or the waiter ahead; a RenewBatch
+// records lease.batch.size and how many tenures were renewed, lost or
+// failed (lease.batch.renewed, lease.batch.lost, lease.batch.failed)
+// instead of names. A failure sets the status to Error with the error's text as its
 // description, except under WithHashedNames, since the text quotes the
 // name.
 //

@@ -29,6 +29,7 @@ const (
 	keyOwner      = attribute.Key("lease.owner")
 	keyToken      = attribute.Key("lease.token")
 	keyTTL        = attribute.Key("lease.ttl")
+	keyPlace      = attribute.Key("lease.place")
 	keySlack      = attribute.Key("lease.slack")
 	keyHolder     = attribute.Key("lease.holder")
 	keyRemaining  = attribute.Key("lease.remaining")
@@ -60,10 +61,12 @@ const (
 	opList
 	opForceRelease
 	opWatch
+	opAcquireQueued
+	opDequeue
 	numOps
 )
 
-var opNames = [numOps]string{"acquire", "renew", "renew_batch", "release", "inspect", "list", "force_release", "watch"}
+var opNames = [numOps]string{"acquire", "renew", "renew_batch", "release", "inspect", "list", "force_release", "watch", "acquire_queued", "dequeue"}
 
 // spanNames are the span names, "lease." + the operation.
 var spanNames = func() (n [numOps]string) {

@@ -49,8 +49,8 @@ func (c *core) quiet(ctx context.Context, span trace.Span) bool {
 }
 
 // maxSpanAttrs is the most attributes a call gives its span: operation
-// and backend, Acquire's or Renew's five, outcome and error.type.
-const maxSpanAttrs = 9
+// and backend, AcquireQueued's six, outcome and error.type.
+const maxSpanAttrs = 10
 
 // spanBuf is where a call gathers its span's attributes, to set them in
 // one SetAttributes call when it ends. It is not recycled: a
@@ -121,6 +121,13 @@ func (c *core) Acquire(ctx context.Context, name, owner string, ttl time.Duratio
 	start := time.Now()
 	l, err := c.l.Acquire(ctx, name, owner, ttl)
 	end := time.Now()
+	c.granted(ctx, span, opAcquire, attrs, name, owner, ttl, l, err, start, end)
+	return l, err
+}
+
+// granted records an Acquire or AcquireQueued that began at start and
+// returned l and err at end, and ends its span.
+func (c *core) granted(ctx context.Context, span trace.Span, o op, attrs *spanBuf, name, owner string, ttl time.Duration, l lease.Lease, err error, start, end time.Time) {
 	out := classify(err, outAcquired)
 	if err == nil {
 		c.settle(ctx, tenureKey{l.Name, l.Token}, evGranted, l.Deadline, start, end, 0)
@@ -135,8 +142,45 @@ func (c *core) Acquire(ctx context.Context, name, owner string, ttl time.Duratio
 			attrs.add(keyHolder.String(he.Owner), seconds(keyRemaining, he.Remaining))
 		}
 	}
-	c.finish(ctx, span, opAcquire, out, err, end.Sub(start), attrs)
+	c.finish(ctx, span, o, out, err, end.Sub(start), attrs)
+}
+
+// acquireQueued implements lease.FairAcquirer for the wrappers whose
+// Locker is one: recorded as Acquire is, with the place's length.
+func (c *core) acquireQueued(ctx context.Context, name, owner string, ttl, place time.Duration) (lease.Lease, error) {
+	ctx, span := c.start(ctx, opAcquireQueued)
+	if c.quiet(ctx, span) {
+		defer span.End()
+		return c.l.(lease.FairAcquirer).AcquireQueued(ctx, name, owner, ttl, place)
+	}
+	attrs := spanAttrs(span)
+	start := time.Now()
+	l, err := c.l.(lease.FairAcquirer).AcquireQueued(ctx, name, owner, ttl, place)
+	end := time.Now()
+	if attrs != nil {
+		attrs.add(seconds(keyPlace, place))
+	}
+	c.granted(ctx, span, opAcquireQueued, attrs, name, owner, ttl, l, err, start, end)
 	return l, err
+}
+
+// dequeue implements lease.FairAcquirer for the wrappers whose Locker is
+// one.
+func (c *core) dequeue(ctx context.Context, name, owner string) error {
+	ctx, span := c.start(ctx, opDequeue)
+	if c.quiet(ctx, span) {
+		defer span.End()
+		return c.l.(lease.FairAcquirer).Dequeue(ctx, name, owner)
+	}
+	attrs := spanAttrs(span)
+	start := time.Now()
+	err := c.l.(lease.FairAcquirer).Dequeue(ctx, name, owner)
+	took := time.Since(start)
+	if attrs != nil {
+		attrs.add(c.nameAttr(name), keyOwner.String(owner))
+	}
+	c.finish(ctx, span, opDequeue, classify(err, outDequeued), err, took, attrs)
+	return err
 }
 
 // Renew implements lease.Locker.

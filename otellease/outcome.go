@@ -22,6 +22,7 @@ const (
 	outNotHeld
 	outListed
 	outWatching
+	outDequeued
 	outUnsupported
 	// The failures, from here on.
 	outInvalid
@@ -33,7 +34,7 @@ const (
 )
 
 var outcomeNames = [numOutcomes]string{
-	"acquired", "held", "renewed", "lost", "released", "not_held", "listed", "watching", "unsupported",
+	"acquired", "held", "renewed", "lost", "released", "not_held", "listed", "watching", "dequeued", "unsupported",
 	"invalid", "closed", "error", "error", "error",
 }
 

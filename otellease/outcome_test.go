@@ -115,6 +115,19 @@ func TestOutcomesOnMemory(t *testing.T) {
 				wantErr(t, err, lease.ErrHeld)
 			},
 			span: map[string]string{"lease.owner": "owner-b", "lease.holder": "owner-a", "lease.remaining": "*"}},
+		{name: "queued acquire of a busy name", op: "acquire_queued", outcome: "held",
+			call: func(t *testing.T) {
+				_, err := w.(lease.FairAcquirer).AcquireQueued(ctx, "job/a", "owner-q", time.Minute, time.Second)
+				wantErr(t, err, lease.ErrHeld)
+			},
+			span: map[string]string{"lease.name": "job/a", "lease.owner": "owner-q", "lease.place": "1", "lease.holder": "owner-a"}},
+		{name: "dequeue", op: "dequeue", outcome: "dequeued",
+			call: func(t *testing.T) {
+				if err := w.(lease.FairAcquirer).Dequeue(ctx, "job/a", "owner-q"); err != nil {
+					t.Fatal(err)
+				}
+			},
+			span: map[string]string{"lease.name": "job/a", "lease.owner": "owner-q"}},
 		{name: "acquire with a bad ttl", op: "acquire", outcome: "invalid", errType: "invalid",
 			call: func(t *testing.T) {
 				_, err := w.Acquire(ctx, "job/a", "owner-b", 0)
@@ -211,6 +224,11 @@ func TestOutcomesOnMemory(t *testing.T) {
 				}
 			},
 			span: map[string]string{"lease.name": "job/a", "lease.owner": "owner-a", "lease.token": "1"}},
+		{name: "queued acquire of a free name", op: "acquire_queued", outcome: "acquired",
+			call: func(t *testing.T) {
+				must(w.(lease.FairAcquirer).AcquireQueued(ctx, "job/a", "owner-q", time.Minute, time.Second))(t)
+			},
+			span: map[string]string{"lease.name": "job/a", "lease.owner": "owner-q", "lease.token": "*", "lease.ttl": "60"}},
 	})
 
 	closed := r.wrap(t, store.Share())

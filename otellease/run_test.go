@@ -146,6 +146,33 @@ func TestRunLosesOnce(t *testing.T) {
 	})
 }
 
+// lease.Run's WithFairWait needs a FairAcquirer: over a wrapped memory
+// Locker it queues, and gets the name when its holder lets go.
+func TestRunFairWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t)
+		w := r.wrap(t, memory.New())
+		ctx := t.Context()
+		holder := must(w.Acquire(ctx, "job", "holder", 10*time.Second))(t)
+		time.AfterFunc(2*time.Second, func() { _ = w.Release(ctx, holder) })
+		ran := false
+		err := lease.Run(ctx, w, "job", 10*time.Second, func(context.Context) error {
+			ran = true
+			return nil
+		}, lease.WithFairWait(time.Minute))
+		if err != nil || !ran {
+			t.Fatalf("Run with WithFairWait: %v (ran: %v)", err, ran)
+		}
+		ms := r.collect(t)
+		if n := histCount(t, ms, "lease.operation.duration", kv("lease.operation", "acquire_queued"), kv("lease.outcome", "held")); n == 0 {
+			t.Errorf("no queued acquire found the name held")
+		}
+		if n := histCount(t, ms, "lease.operation.duration", kv("lease.operation", "acquire_queued"), kv("lease.outcome", "acquired")); n != 1 {
+			t.Errorf("%d queued acquires got the name, want 1", n)
+		}
+	})
+}
+
 // stalled is a memory Locker whose renewals fail, as a store that has
 // become too slow would.
 type stalled struct{ *memory.Locker }

@@ -97,8 +97,12 @@ func TestHeld(t *testing.T) {
 	must(w.Acquire(ctx, "a", "me", time.Minute))(t) // re-entrant: the same tenure
 	b := must(w.Acquire(ctx, "b", "me", time.Minute))(t)
 	must(store.Acquire(ctx, "c", "me", time.Minute))(t) // not through the wrapper
-	if n := held(); n != 2 {
-		t.Fatalf("lease.held = %d with a and b held, want 2", n)
+	q := must(w.(lease.FairAcquirer).AcquireQueued(ctx, "q", "me", time.Minute, time.Second))(t)
+	if n := held(); n != 3 {
+		t.Fatalf("lease.held = %d with a, b and q held, want 3", n)
+	}
+	if err := w.Release(ctx, q); err != nil {
+		t.Fatal(err)
 	}
 	if err := w.Release(ctx, a); err != nil {
 		t.Fatal(err)
@@ -115,8 +119,8 @@ func TestHeld(t *testing.T) {
 	if n := sumValue(t, ms, "lease.held"); n != 0 {
 		t.Fatalf("lease.held = %d after b was lost, want 0", n)
 	}
-	if n := histCount(t, ms, "lease.hold.duration", kv("lease.outcome", "released")); n != 1 {
-		t.Errorf("lease.hold.duration{released} has %d measurements, want 1 (a)", n)
+	if n := histCount(t, ms, "lease.hold.duration", kv("lease.outcome", "released")); n != 2 {
+		t.Errorf("lease.hold.duration{released} has %d measurements, want 2 (q and a)", n)
 	}
 	if n := histCount(t, ms, "lease.hold.duration", kv("lease.outcome", "lost")); n != 1 {
 		t.Errorf("lease.hold.duration{lost} has %d measurements, want 1 (b)", n)

@@ -14,18 +14,21 @@ import (
 	"github.com/leasekit/lease/otellease"
 )
 
-// The optional methods of the fakes below say that they were reached.
+// The optional methods of the fakes (fakes_gen_test.go, one for each
+// combination of the optional interfaces) say that they were reached.
 var (
 	errListReached  = errors.New("fake List reached")
 	errForceReached = errors.New("fake ForceRelease reached")
 	errBatchReached = errors.New("fake RenewBatch reached")
 	errWatchReached = errors.New("fake Watch reached")
+	errFairReached  = errors.New("fake AcquireQueued reached")
 )
 
 type withList struct{}
 type withForce struct{}
 type withBatch struct{}
 type withWatch struct{}
+type withFair struct{}
 
 func (withList) List(context.Context, string) ([]lease.Lease, error) { return nil, errListReached }
 func (withForce) ForceRelease(context.Context, string) (lease.Lease, error) {
@@ -39,102 +42,16 @@ func (withBatch) RenewBatch(_ context.Context, reqs []lease.RenewRequest) []leas
 	return out
 }
 func (withWatch) Watch(context.Context, string) (lease.Watch, error) { return nil, errWatchReached }
-
-// A Locker with each combination of the four optional interfaces, indexed
-// by bits: 1 Lister, 2 ForceReleaser, 4 BatchRenewer, 8 Waiter.
-type (
-	fake0 struct{ lockerOnly }
-	fakeL struct {
-		lockerOnly
-		withList
-	}
-	fakeF struct {
-		lockerOnly
-		withForce
-	}
-	fakeLF struct {
-		lockerOnly
-		withList
-		withForce
-	}
-	fakeB struct {
-		lockerOnly
-		withBatch
-	}
-	fakeLB struct {
-		lockerOnly
-		withList
-		withBatch
-	}
-	fakeFB struct {
-		lockerOnly
-		withForce
-		withBatch
-	}
-	fakeLFB struct {
-		lockerOnly
-		withList
-		withForce
-		withBatch
-	}
-	fakeW struct {
-		lockerOnly
-		withWatch
-	}
-	fakeLW struct {
-		lockerOnly
-		withList
-		withWatch
-	}
-	fakeFW struct {
-		lockerOnly
-		withForce
-		withWatch
-	}
-	fakeLFW struct {
-		lockerOnly
-		withList
-		withForce
-		withWatch
-	}
-	fakeBW struct {
-		lockerOnly
-		withBatch
-		withWatch
-	}
-	fakeLBW struct {
-		lockerOnly
-		withList
-		withBatch
-		withWatch
-	}
-	fakeFBW struct {
-		lockerOnly
-		withForce
-		withBatch
-		withWatch
-	}
-	fakeLFBW struct {
-		lockerOnly
-		withList
-		withForce
-		withBatch
-		withWatch
-	}
-)
+func (withFair) AcquireQueued(context.Context, string, string, time.Duration, time.Duration) (lease.Lease, error) {
+	return lease.Lease{}, errFairReached
+}
+func (withFair) Dequeue(context.Context, string, string) error { return errFairReached }
 
 // lockerOnly is a lease.Locker and nothing more: an interface field
 // promotes only the interface's methods (failing's Watch stays hidden).
 type lockerOnly struct{ lease.Locker }
 
 var only = lockerOnly{failing{errors.New("fake store down")}}
-
-var fakes = [16]lease.Locker{
-	&fake0{only}, &fakeL{lockerOnly: only}, &fakeF{lockerOnly: only}, &fakeLF{lockerOnly: only},
-	&fakeB{lockerOnly: only}, &fakeLB{lockerOnly: only}, &fakeFB{lockerOnly: only}, &fakeLFB{lockerOnly: only},
-	&fakeW{lockerOnly: only}, &fakeLW{lockerOnly: only}, &fakeFW{lockerOnly: only}, &fakeLFW{lockerOnly: only},
-	&fakeBW{lockerOnly: only}, &fakeLBW{lockerOnly: only}, &fakeFBW{lockerOnly: only}, &fakeLFBW{lockerOnly: only},
-}
 
 func interfaces(l lease.Locker) (bits int) {
 	if _, ok := l.(lease.Lister); ok {
@@ -149,6 +66,9 @@ func interfaces(l lease.Locker) (bits int) {
 	if _, ok := l.(lease.Waiter); ok {
 		bits |= 8
 	}
+	if _, ok := l.(lease.FairAcquirer); ok {
+		bits |= 16
+	}
 	return bits
 }
 
@@ -159,11 +79,11 @@ func TestWrapperKeepsOptionalInterfaces(t *testing.T) {
 	ctx := t.Context()
 	for bits, inner := range fakes {
 		if got := interfaces(inner); got != bits {
-			t.Fatalf("fake %d (%T) has interfaces %04b, want %04b", bits, inner, got, bits)
+			t.Fatalf("fake %d (%T) has interfaces %05b, want %05b", bits, inner, got, bits)
 		}
 		w := r.wrap(t, inner)
 		if got := interfaces(w); got != bits {
-			t.Errorf("Wrap(%T) has interfaces %04b, want %04b", inner, got, bits)
+			t.Errorf("Wrap(%T) has interfaces %05b, want %05b", inner, got, bits)
 		}
 		if u := w.(interface{ Unwrap() lease.Locker }).Unwrap(); u != inner {
 			t.Errorf("Wrap(%T).Unwrap() = %T, want the wrapped Locker", inner, u)
@@ -188,10 +108,18 @@ func TestWrapperKeepsOptionalInterfaces(t *testing.T) {
 				t.Errorf("Wrap(%T).Watch: %v", inner, err)
 			}
 		}
+		if fa, ok := w.(lease.FairAcquirer); ok {
+			if _, err := fa.AcquireQueued(ctx, "x", "me", time.Minute, time.Second); !errors.Is(err, errFairReached) {
+				t.Errorf("Wrap(%T).AcquireQueued: %v", inner, err)
+			}
+			if err := fa.Dequeue(ctx, "x", "me"); !errors.Is(err, errFairReached) {
+				t.Errorf("Wrap(%T).Dequeue: %v", inner, err)
+			}
+		}
 	}
-	// The backends' Lockers have all four.
-	if got := interfaces(r.wrap(t, memory.New())); got != 15 {
-		t.Errorf("a wrapped memory Locker has interfaces %04b, want all four", got)
+	// The backends' Lockers have all five.
+	if got := interfaces(r.wrap(t, memory.New())); got != 31 {
+		t.Errorf("a wrapped memory Locker has interfaces %05b, want all five", got)
 	}
 }
 

@@ -2,17 +2,22 @@ package otellease
 
 import (
 	"context"
+	"time"
 
 	"github.com/leasekit/lease"
 )
 
+//go:generate go test -run TestGeneratedFilesAreCurrent -update
+
 // A wrapper implements an optional interface exactly when the Locker it
 // wraps does, so that a type assertion on the wrapper answers as one on
-// the Locker would. Each optional method lives in a small type of its own;
-// the wrapper types below embed *core (lease.Locker and Unwrap) and one of
-// each for the interfaces the wrapped Locker has: one type per
-// combination of the four, named by their initials (L Lister, F
-// ForceReleaser, B BatchRenewer, W Waiter).
+// the Locker would (lease.Run's WithFairWait, for one, refuses a Locker
+// that is not a FairAcquirer). Each optional interface's methods live in a
+// small type of its own below; the wrapper types in wrappers_gen.go embed
+// *core (lease.Locker and Unwrap) and one of these for each interface the
+// wrapped Locker has: one type per combination of the five, named by
+// their initials (L Lister, F ForceReleaser, B BatchRenewer, W Waiter, Q
+// FairAcquirer, the queue). gen_test.go writes that file.
 
 type lister struct{ c *core }
 
@@ -42,116 +47,27 @@ func (m waiter) Watch(ctx context.Context, name string) (lease.Watch, error) {
 	return m.c.watch(ctx, name)
 }
 
-type (
-	wrapper  struct{ *core }
-	wrapperL struct {
-		*core
-		lister
-	}
-	wrapperF struct {
-		*core
-		forceReleaser
-	}
-	wrapperLF struct {
-		*core
-		lister
-		forceReleaser
-	}
-	wrapperB struct {
-		*core
-		batchRenewer
-	}
-	wrapperLB struct {
-		*core
-		lister
-		batchRenewer
-	}
-	wrapperFB struct {
-		*core
-		forceReleaser
-		batchRenewer
-	}
-	wrapperLFB struct {
-		*core
-		lister
-		forceReleaser
-		batchRenewer
-	}
-	wrapperW struct {
-		*core
-		waiter
-	}
-	wrapperLW struct {
-		*core
-		lister
-		waiter
-	}
-	wrapperFW struct {
-		*core
-		forceReleaser
-		waiter
-	}
-	wrapperLFW struct {
-		*core
-		lister
-		forceReleaser
-		waiter
-	}
-	wrapperBW struct {
-		*core
-		batchRenewer
-		waiter
-	}
-	wrapperLBW struct {
-		*core
-		lister
-		batchRenewer
-		waiter
-	}
-	wrapperFBW struct {
-		*core
-		forceReleaser
-		batchRenewer
-		waiter
-	}
-	wrapperLFBW struct {
-		*core
-		lister
-		forceReleaser
-		batchRenewer
-		waiter
-	}
-)
+type fairAcquirer struct{ c *core }
 
-// The bits of a combination.
+// AcquireQueued implements lease.FairAcquirer.
+func (m fairAcquirer) AcquireQueued(ctx context.Context, name, owner string, ttl, place time.Duration) (lease.Lease, error) {
+	return m.c.acquireQueued(ctx, name, owner, ttl, place)
+}
+
+// Dequeue implements lease.FairAcquirer.
+func (m fairAcquirer) Dequeue(ctx context.Context, name, owner string) error {
+	return m.c.dequeue(ctx, name, owner)
+}
+
+// The bits of a combination, which index wrappers.
 const (
 	hasLister = 1 << iota
 	hasForceReleaser
 	hasBatchRenewer
 	hasWaiter
+	hasFairAcquirer
+	numCombinations = 1 << iota
 )
-
-// wrappers makes the wrapper for each combination, indexed by its bits.
-var wrappers = [16]func(c *core) lease.Locker{
-	0:                                  func(c *core) lease.Locker { return &wrapper{c} },
-	hasLister:                          func(c *core) lease.Locker { return &wrapperL{c, lister{c}} },
-	hasForceReleaser:                   func(c *core) lease.Locker { return &wrapperF{c, forceReleaser{c}} },
-	hasLister | hasForceReleaser:       func(c *core) lease.Locker { return &wrapperLF{c, lister{c}, forceReleaser{c}} },
-	hasBatchRenewer:                    func(c *core) lease.Locker { return &wrapperB{c, batchRenewer{c}} },
-	hasLister | hasBatchRenewer:        func(c *core) lease.Locker { return &wrapperLB{c, lister{c}, batchRenewer{c}} },
-	hasForceReleaser | hasBatchRenewer: func(c *core) lease.Locker { return &wrapperFB{c, forceReleaser{c}, batchRenewer{c}} },
-	hasLister | hasForceReleaser | hasBatchRenewer: func(c *core) lease.Locker { return &wrapperLFB{c, lister{c}, forceReleaser{c}, batchRenewer{c}} },
-	hasWaiter:                                      func(c *core) lease.Locker { return &wrapperW{c, waiter{c}} },
-	hasLister | hasWaiter:                          func(c *core) lease.Locker { return &wrapperLW{c, lister{c}, waiter{c}} },
-	hasForceReleaser | hasWaiter:                   func(c *core) lease.Locker { return &wrapperFW{c, forceReleaser{c}, waiter{c}} },
-	hasLister | hasForceReleaser | hasWaiter:       func(c *core) lease.Locker { return &wrapperLFW{c, lister{c}, forceReleaser{c}, waiter{c}} },
-	hasBatchRenewer | hasWaiter:                    func(c *core) lease.Locker { return &wrapperBW{c, batchRenewer{c}, waiter{c}} },
-	hasLister | hasBatchRenewer | hasWaiter:        func(c *core) lease.Locker { return &wrapperLBW{c, lister{c}, batchRenewer{c}, waiter{c}} },
-	hasForceReleaser | hasBatchRenewer | hasWaiter: func(c *core) lease.Locker { return &wrapperFBW{c, forceReleaser{c}, batchRenewer{c}, waiter{c}} },
-	hasLister | hasForceReleaser | hasBatchRenewer | hasWaiter: func(c *core) lease.Locker {
-		return &wrapperLFBW{c, lister{c}, forceReleaser{c}, batchRenewer{c}, waiter{c}}
-	},
-}
 
 // wrapperFor returns c in the wrapper type that has the optional
 // interfaces l has.
@@ -168,6 +84,9 @@ func wrapperFor(l lease.Locker, c *core) lease.Locker {
 	}
 	if _, ok := l.(lease.Waiter); ok {
 		bits |= hasWaiter
+	}
+	if _, ok := l.(lease.FairAcquirer); ok {
+		bits |= hasFairAcquirer
 	}
 	return wrappers[bits](c)
 }
