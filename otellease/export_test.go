@@ -1,0 +1,4 @@
+package otellease
+
+// HashName is hashName, for tests that check the hashed attributes.
+var HashName = hashName

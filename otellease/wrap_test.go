@@ -1,0 +1,240 @@
+package otellease_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/backend/memory"
+	"github.com/leasekit/lease/otellease"
+)
+
+// The optional methods of the fakes (fakes_gen_test.go, one for each
+// combination of the optional interfaces) say that they were reached.
+var (
+	errListReached  = errors.New("fake List reached")
+	errForceReached = errors.New("fake ForceRelease reached")
+	errBatchReached = errors.New("fake RenewBatch reached")
+	errWatchReached = errors.New("fake Watch reached")
+	errFairReached  = errors.New("fake AcquireQueued reached")
+)
+
+type withList struct{}
+type withForce struct{}
+type withBatch struct{}
+type withWatch struct{}
+type withFair struct{}
+
+func (withList) List(context.Context, string) ([]lease.Lease, error) { return nil, errListReached }
+func (withForce) ForceRelease(context.Context, string) (lease.Lease, error) {
+	return lease.Lease{}, errForceReached
+}
+func (withBatch) RenewBatch(_ context.Context, reqs []lease.RenewRequest) []lease.RenewResult {
+	out := make([]lease.RenewResult, len(reqs))
+	for i := range out {
+		out[i].Err = errBatchReached
+	}
+	return out
+}
+func (withWatch) Watch(context.Context, string) (lease.Watch, error) { return nil, errWatchReached }
+func (withFair) AcquireQueued(context.Context, string, string, time.Duration, time.Duration) (lease.Lease, error) {
+	return lease.Lease{}, errFairReached
+}
+func (withFair) Dequeue(context.Context, string, string) error { return errFairReached }
+
+// lockerOnly is a lease.Locker and nothing more: an interface field
+// promotes only the interface's methods (failing's Watch stays hidden).
+type lockerOnly struct{ lease.Locker }
+
+var only = lockerOnly{failing{errors.New("fake store down")}}
+
+func interfaces(l lease.Locker) (bits int) {
+	if _, ok := l.(lease.Lister); ok {
+		bits |= 1
+	}
+	if _, ok := l.(lease.ForceReleaser); ok {
+		bits |= 2
+	}
+	if _, ok := l.(lease.BatchRenewer); ok {
+		bits |= 4
+	}
+	if _, ok := l.(lease.Waiter); ok {
+		bits |= 8
+	}
+	if _, ok := l.(lease.FairAcquirer); ok {
+		bits |= 16
+	}
+	return bits
+}
+
+// The wrapper has an optional interface exactly when the wrapped Locker
+// does, and its methods reach the wrapped Locker's.
+func TestWrapperKeepsOptionalInterfaces(t *testing.T) {
+	r := newRig(t)
+	ctx := t.Context()
+	for bits, inner := range fakes {
+		if got := interfaces(inner); got != bits {
+			t.Fatalf("fake %d (%T) has interfaces %05b, want %05b", bits, inner, got, bits)
+		}
+		w := r.wrap(t, inner)
+		if got := interfaces(w); got != bits {
+			t.Errorf("Wrap(%T) has interfaces %05b, want %05b", inner, got, bits)
+		}
+		if u := w.(interface{ Unwrap() lease.Locker }).Unwrap(); u != inner {
+			t.Errorf("Wrap(%T).Unwrap() = %T, want the wrapped Locker", inner, u)
+		}
+		if l, ok := w.(lease.Lister); ok {
+			if _, err := l.List(ctx, ""); !errors.Is(err, errListReached) {
+				t.Errorf("Wrap(%T).List: %v", inner, err)
+			}
+		}
+		if f, ok := w.(lease.ForceReleaser); ok {
+			if _, err := f.ForceRelease(ctx, "x"); !errors.Is(err, errForceReached) {
+				t.Errorf("Wrap(%T).ForceRelease: %v", inner, err)
+			}
+		}
+		if b, ok := w.(lease.BatchRenewer); ok {
+			if res := b.RenewBatch(ctx, make([]lease.RenewRequest, 2)); len(res) != 2 || !errors.Is(res[1].Err, errBatchReached) {
+				t.Errorf("Wrap(%T).RenewBatch: %v", inner, res)
+			}
+		}
+		if wt, ok := w.(lease.Waiter); ok {
+			if _, err := wt.Watch(ctx, "x"); !errors.Is(err, errWatchReached) {
+				t.Errorf("Wrap(%T).Watch: %v", inner, err)
+			}
+		}
+		if fa, ok := w.(lease.FairAcquirer); ok {
+			if _, err := fa.AcquireQueued(ctx, "x", "me", time.Minute, time.Second); !errors.Is(err, errFairReached) {
+				t.Errorf("Wrap(%T).AcquireQueued: %v", inner, err)
+			}
+			if err := fa.Dequeue(ctx, "x", "me"); !errors.Is(err, errFairReached) {
+				t.Errorf("Wrap(%T).Dequeue: %v", inner, err)
+			}
+		}
+	}
+	// The backends' Lockers have all five.
+	if got := interfaces(r.wrap(t, memory.New())); got != 31 {
+		t.Errorf("a wrapped memory Locker has interfaces %05b, want all five", got)
+	}
+}
+
+// Bad arguments are errors matching lease.ErrInvalid that name the
+// problem; nothing panics.
+func TestWrapRefusesBadArguments(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		l    lease.Locker
+		opts []otellease.Option
+		want string
+	}{
+		{"nil Locker", nil, nil, "nil Locker"},
+		{"nil Option", memory.New(), []otellease.Option{nil}, "nil Option"},
+		{"nil meter provider", memory.New(), []otellease.Option{otellease.WithMeterProvider(nil)}, "WithMeterProvider(nil)"},
+		{"nil tracer provider", memory.New(), []otellease.Option{otellease.WithTracerProvider(nil)}, "WithTracerProvider(nil)"},
+		{"empty backend", memory.New(), []otellease.Option{otellease.WithBackend("")}, `WithBackend("")`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w, err := otellease.Wrap(c.l, c.opts...)
+			if !errors.Is(err, lease.ErrInvalid) || w != nil {
+				t.Fatalf("Wrap: %v, %v; want nil and an error matching ErrInvalid", w, err)
+			}
+			if msg := err.Error(); !strings.Contains(msg, c.want) || !strings.Contains(msg, "otellease: Wrap: ") {
+				t.Errorf("error %q does not start with otellease: Wrap: or name %s", msg, c.want)
+			}
+		})
+	}
+}
+
+// The backend is the wrapped Locker's package, looking through wrappers,
+// unless WithBackend names it.
+func TestBackendName(t *testing.T) {
+	r := newRig(t)
+	ctx := t.Context()
+	backendOf := func(w lease.Locker) string {
+		r.spans.Reset()
+		_, _ = w.Inspect(ctx, "x")
+		return attr(r.span(t, "lease.inspect"), "lease.backend")
+	}
+	// An inner wrapper that records elsewhere.
+	inner := newRig(t).wrap(t, memory.New())
+	for _, c := range []struct {
+		w    lease.Locker
+		want string
+	}{
+		{r.wrap(t, memory.New()), "memory"},
+		{r.wrap(t, memory.New(), otellease.WithBackend("mem-test")), "mem-test"},
+		{r.wrap(t, inner), "memory"},
+		{r.wrap(t, failing{errors.New("down")}), "otellease_test"},
+	} {
+		if got := backendOf(c.w); got != c.want {
+			t.Errorf("lease.backend = %q, want %q", got, c.want)
+		}
+	}
+}
+
+// WithHashedNames puts the name's hash on spans instead of the name, as
+// lease.WithHashedNames does in Run's logs, and keeps the error text,
+// which quotes the name, out of the span's status.
+func TestHashedNames(t *testing.T) {
+	r := newRig(t)
+	w := r.wrap(t, memory.New(), otellease.WithHashedNames())
+	ctx := t.Context()
+	const secret = "tenant/4711/invoice-run"
+	must(w.Acquire(ctx, secret, "me", time.Minute))(t)
+	_, _ = w.Acquire(ctx, secret, "me", 0) // invalid ttl: a failure
+	_, _ = w.(lease.Lister).List(ctx, "tenant/")
+	for _, s := range r.spans.GetSpans() {
+		for _, kv := range s.Attributes {
+			if strings.Contains(kv.Value.String(), "tenant/") {
+				t.Errorf("span %s shows the name in %s=%q", s.Name, kv.Key, kv.Value.String())
+			}
+		}
+		if strings.Contains(s.Status.Description, "tenant/") {
+			t.Errorf("span %s shows the name in its status %q", s.Name, s.Status.Description)
+		}
+	}
+	spans := r.spans.GetSpans()
+	if got, want := attr(spans[0], "lease.name_sha256"), otellease.HashName(secret); got != want || len(want) != 16 {
+		t.Errorf("lease.name_sha256 = %q, want %q (16 hex digits)", got, want)
+	}
+	if got, want := attr(spans[2], "lease.prefix_sha256"), otellease.HashName("tenant/"); got != want {
+		t.Errorf("lease.prefix_sha256 = %q, want %q", got, want)
+	}
+}
+
+// Close closes the wrapped Locker and stops observing lease.held for it.
+func TestCloseStopsObserving(t *testing.T) {
+	r := newRig(t)
+	a := r.wrap(t, memory.New(), otellease.WithBackend("a"))
+	b := r.wrap(t, memory.New(), otellease.WithBackend("b"))
+	must(a.Acquire(t.Context(), "job", "me", time.Minute))(t)
+	must(b.Acquire(t.Context(), "job", "me", time.Minute))(t)
+	held := func() map[string]int64 {
+		out := map[string]int64{}
+		for _, dp := range r.collect(t)["lease.held"].Data.(metricdata.Sum[int64]).DataPoints {
+			v, _ := dp.Attributes.Value("lease.backend")
+			out[v.AsString()] = dp.Value
+		}
+		return out
+	}
+	if got := held(); got["a"] != 1 || got["b"] != 1 {
+		t.Fatalf("lease.held = %v, want a:1 b:1", got)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Inspect(t.Context(), "job"); !errors.Is(err, lease.ErrClosed) {
+		t.Fatalf("Inspect after Close: %v, want ErrClosed (Close closes the wrapped Locker)", err)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if got := held(); len(got) != 1 || got["b"] != 1 {
+		t.Fatalf("lease.held = %v after closing a, want only b:1", got)
+	}
+}
