@@ -118,6 +118,15 @@ func (r *runs) count(slot string) int {
 	return r.ran[slot]
 }
 
+// simulate returns the controls of a test's simulated days: at sets the
+// scheduler's clock to day1 plus d, instance makes an instance that fires
+// on l by that clock.
+func simulate(clock *memory.ManualClock, l lease.Locker) (at func(d time.Duration), instance func(id string) *Instance) {
+	at = func(d time.Duration) { clock.Advance(day1.Add(d).Sub(clock.Now())) }
+	instance = func(id string) *Instance { return &Instance{ID: id, Locker: l, Clock: clock} }
+	return at, instance
+}
+
 // wantTaken fails t unless err says the slot is taken, by owner.
 func wantTaken(t *testing.T, what string, err error, owner string) {
 	t.Helper()
@@ -136,9 +145,7 @@ func TestOncePerSlot(t *testing.T) {
 		l := open(t, ctx, backend)
 		name := uniqueJob(t)
 		forgetJob(t, backend, name)
-		clock := memory.NewManualClock(day1)
-		at := func(d time.Duration) { clock.Advance(day1.Add(d).Sub(clock.Now())) }
-		instance := func(id string) *Instance { return &Instance{ID: id, Locker: l, Clock: clock} }
+		at, instance := simulate(memory.NewManualClock(day1), l)
 		r := newRuns(t)
 		slot1, slot2 := SlotName(name, day1), SlotName(name, day1.Add(24*time.Hour))
 
@@ -246,8 +253,7 @@ func TestCrashedRunBlocksTheSlot(t *testing.T) {
 	clock := memory.NewManualClock(day1)
 	store := memory.New(memory.WithClock(clock))
 	defer store.Close()
-	at := func(d time.Duration) { clock.Advance(day1.Add(d).Sub(clock.Now())) }
-	instance := func(id string) *Instance { return &Instance{ID: id, Locker: store, Clock: clock} }
+	at, instance := simulate(clock, store)
 	r := newRuns(t)
 	slot1, slot2 := SlotName("report", day1), SlotName("report", day1.Add(24*time.Hour))
 
