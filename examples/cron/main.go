@@ -1,16 +1,23 @@
-// Command cron runs a scheduled job on one instance of a service that
-// runs on several.
+// Command cron keeps a scheduled job to one run per slot, on a service
+// that runs on several instances, even when the job is run again later in
+// the slot.
 //
-// Every instance has the same schedule, so at 02:00 the nightly report
-// fires on all of them. Each wraps the job in lease.Run under a name that
-// includes the scheduled time: the first to acquire it runs the job and
-// the others find it held and skip it. lease.WithMinHold keeps the lease a
-// while after a quick job ends, so an instance whose timer fires a little
-// late still finds it held instead of sending the report a second time.
+// Every instance has the same schedule, so at 02:00 the daily report fires
+// on all of them; an operator may also re-run it by hand at 14:00. Each
+// Fire acquires the lease named after the job and its slot,
+// "report@2026-12-02T02:00Z", with a ttl reaching the end of the slot. The
+// first runs the job; the others find the name held and skip. After a
+// successful run the lease is not released: it stays in the store until
+// the slot ends, so a re-run that day finds it held too, and no process
+// has to stay alive for that. A failed run releases it, so that a retry
+// may run; a crashed one leaves the slot taken until it ends (see
+// Instance.Fire).
 //
-// The instances here are goroutines, each with its own connection to one
-// store, a SQLite file by default; give several machines one Postgres,
-// Redis or etcd URL and they coordinate the same way.
+// The program plays two days on a simulated clock (the scheduler's
+// clock: the store keeps its own) against one store: --backend URL, else
+// $LEASE_BACKEND, else mem://, a memory store in this process. The
+// instances are goroutines sharing one connection; give instances on
+// several machines one store URL and they coordinate the same way.
 package main
 
 import (
@@ -19,97 +26,133 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log"
 	"net/url"
 	"os"
-	"path/filepath"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/leasekit/lease"
 	_ "github.com/leasekit/lease/backend/all"
+	"github.com/leasekit/lease/backend/memory"
 )
 
 func main() {
-	def := url.URL{Scheme: "sqlite", Path: filepath.ToSlash(filepath.Join(os.TempDir(), "lease-cron-example.db"))}
-	backend := flag.String("backend", def.String(), "lease store URL, shared by every instance")
-	flag.Parse()
-	if err := run(context.Background(), *backend, os.Stdout); err != nil {
-		log.Fatal(err)
+	err := cli(context.Background(), os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+	case err != nil:
+		fmt.Fprintln(os.Stderr, "cron:", err)
+		os.Exit(1)
 	}
 }
 
-// minHold is how long the lease outlives the job: more than the instances'
-// timers can drift apart. A minute is typical; this demo needs less.
-const minHold = 2 * time.Second
-
-// run fires the 02:00 report on instance-1 and instance-2 at once, and on
-// instance-3 after the report is done, and checks it was sent once.
-func run(ctx context.Context, backend string, out io.Writer) error {
-	now := time.Now().UTC()
-	slot := time.Date(now.Year(), now.Month(), now.Day(), 2, 0, 0, 0, time.UTC)
-	name := "nightly-report/" + slot.Format(time.RFC3339)
-
-	var mu sync.Mutex
-	say := func(format string, args ...any) {
-		mu.Lock()
-		defer mu.Unlock()
-		fmt.Fprintf(out, format+"\n", args...)
+// cli is the program: it reads the flags, opens the store, says which it
+// is, and plays the demo on it.
+func cli(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("cron", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	backend := fs.String("backend", "", "lease store URL (default $LEASE_BACKEND, else mem://)")
+	job := fs.String("job", "report", "the job's name: its slots' lease names are NAME@slot")
+	if err := fs.Parse(args); err != nil {
+		return err
 	}
-	var sent atomic.Int32
-	reportDone := make(chan struct{})
-	var doneOnce sync.Once
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	raw := *backend
+	if raw == "" {
+		raw = getenv("LEASE_BACKEND")
+	}
+	if raw == "" {
+		raw = "mem://"
+	}
+	l, err := lease.Open(ctx, raw)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "store: %s\n", describe(raw))
+	err = demo(ctx, l, *job, stdout)
+	return errors.Join(err, l.Close())
+}
 
-	// fire is what the scheduler calls on an instance at 02:00.
-	fire := func(instance string) error {
-		l, err := lease.Open(ctx, backend)
-		if err != nil {
+// describe names a store URL for people: without its password or query,
+// which can hold secrets.
+func describe(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(a URL that does not parse)"
+	}
+	if u.Host == "" && u.Path == "" && u.Opaque == "" {
+		return u.Scheme + "://"
+	}
+	u.RawQuery, u.Fragment = "", ""
+	return u.Redacted()
+}
+
+// daily is the demo's schedule: every day at 02:00 UTC.
+var daily = Every{Period: 24 * time.Hour, Offset: 2 * time.Hour}
+
+// day1 is the simulated clock's first slot.
+var day1 = time.Date(2026, 12, 2, 2, 0, 0, 0, time.UTC)
+
+// step is one event of the demo: at a time, an instance fires the job.
+type step struct {
+	after    time.Duration // since day1
+	instance string
+	why      string
+	fail     error // what the run fails with, or nil
+}
+
+var steps = []step{
+	{0, "instance-1", "the schedule fires on instance-1", nil},
+	{400 * time.Millisecond, "instance-2", "the schedule fires on instance-2, its timer a little late", nil},
+	{12 * time.Hour, "instance-3", "an operator re-runs the job on instance-3", nil},
+	{24 * time.Hour, "instance-2", "the schedule fires on instance-2", errors.New("mail server unreachable")},
+	{24*time.Hour + 400*time.Millisecond, "instance-3", "the schedule fires on instance-3, its timer a little late", nil},
+	{24*time.Hour + 7*time.Hour + 30*time.Minute, "instance-1", "an operator re-runs the job on instance-1", nil},
+}
+
+// demo plays the steps on a simulated clock, with a daily job at 02:00
+// UTC called job, and fails if a slot ran successfully twice.
+func demo(ctx context.Context, l lease.Locker, job string, out io.Writer) error {
+	clock := memory.NewManualClock(day1)
+	instances := map[string]*Instance{}
+	for _, s := range steps {
+		if instances[s.instance] == nil {
+			instances[s.instance] = &Instance{ID: s.instance, Locker: l, Clock: clock}
+		}
+	}
+	done := map[string]int{} // successful runs per slot
+	const stamp = "2006-01-02 15:04:05.000"
+	for _, s := range steps {
+		clock.Advance(day1.Add(s.after).Sub(clock.Now()))
+		fmt.Fprintf(out, "%s %s\n", clock.Now().Format(stamp), s.why)
+		err := instances[s.instance].Fire(ctx, Job{
+			Name:     job,
+			Schedule: daily,
+			Run: func(ctx context.Context, slot Slot) error {
+				fmt.Fprintf(out, "  %s runs %s (token %d)\n", s.instance, slot.Name, slot.Token)
+				return s.fail
+			},
+		})
+		start, end := daily.Slot(clock.Now())
+		name := SlotName(job, start)
+		var taken *lease.HeldError
+		switch {
+		case err == nil:
+			done[name]++
+			fmt.Fprintf(out, "  done: %s stays taken until %s, released by no one\n", name, end.Format("2006-01-02 15:04"))
+		case errors.As(err, &taken):
+			fmt.Fprintf(out, "  skipped: %s is taken, by %s\n", name, instanceOf(taken.Owner))
+		case errors.Is(err, s.fail):
+			fmt.Fprintf(out, "  failed: %v; %s is released, so a retry may run\n", err, name)
+		default:
 			return err
 		}
-		defer l.Close()
-		err = lease.Run(ctx, l, name, time.Minute, func(ctx context.Context) error {
-			held, _ := lease.FromContext(ctx)
-			say("%s sends %s (token %d)", instance, name, held.Token)
-			sent.Add(1)
-			doneOnce.Do(func() { close(reportDone) })
-			return nil
-		}, lease.WithOwner(instance), lease.WithMinHold(minHold))
-		var busy *lease.HeldError
-		if errors.As(err, &busy) {
-			say("%s skips it: held by %s for another %s", instance, busy.Owner, busy.Remaining.Round(time.Second))
-			return nil
+	}
+	for name, n := range done {
+		if n > 1 {
+			return fmt.Errorf("%s ran %d times", name, n)
 		}
-		return err
-	}
-
-	say("02:00: the schedule fires on instance-1 and instance-2")
-	var errs [3]error
-	var wg sync.WaitGroup
-	for i, instance := range []string{"instance-1", "instance-2"} {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = fire(instance)
-		}()
-	}
-	bothReturned := make(chan struct{})
-	go func() {
-		wg.Wait()
-		close(bothReturned)
-	}()
-	select {
-	case <-reportDone:
-		say("instance-3's timer fires late, after the report was sent")
-		errs[2] = fire("instance-3")
-	case <-bothReturned:
-	}
-	<-bothReturned
-	if err := errors.Join(errs[:]...); err != nil {
-		return err
-	}
-	if n := sent.Load(); n != 1 {
-		return fmt.Errorf("the report was sent %d times, want once", n)
 	}
 	return nil
 }

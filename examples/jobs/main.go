@@ -13,31 +13,83 @@
 // The job itself still counts as completed: it ran to its end, and its
 // writes should be fenced with the lease's token anyway.
 //
-// Two workers share one memory store here; give workers on several
-// machines one store URL and they share the work the same way.
+// The store is --backend URL, else $LEASE_BACKEND, else mem://, a memory
+// store in this process. The two workers here share one connection to it;
+// give workers on several machines one store URL and they share the work
+// the same way. --prefix goes before every lease name, to keep apart the
+// apps (or test runs) that share a store.
 package main
 
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
-	"log"
+	"net/url"
 	"os"
 	"sort"
 	"sync"
 	"time"
 
 	"github.com/leasekit/lease"
-	"github.com/leasekit/lease/backend/memory"
+	_ "github.com/leasekit/lease/backend/all"
 )
 
 func main() {
-	stats, err := run(context.Background(), os.Stdout)
-	if err != nil {
-		log.Fatal(err)
+	err := cli(context.Background(), os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+	case err != nil:
+		fmt.Fprintln(os.Stderr, "jobs:", err)
+		os.Exit(1)
 	}
-	fmt.Printf("%+v\n", stats)
+}
+
+// cli is the program: it reads the flags, opens the store, says which it
+// is, runs the jobs on it and prints the counts.
+func cli(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("jobs", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	backend := fs.String("backend", "", "lease store URL (default $LEASE_BACKEND, else mem://)")
+	prefix := fs.String("prefix", "", "put before every lease name, to keep apart the apps sharing a store")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	raw := *backend
+	if raw == "" {
+		raw = getenv("LEASE_BACKEND")
+	}
+	if raw == "" {
+		raw = "mem://"
+	}
+	l, err := lease.Open(ctx, raw)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "store: %s\n", describe(raw))
+	stats, err := run(ctx, l, *prefix, stdout)
+	if err == nil {
+		fmt.Fprintf(stdout, "%+v\n", stats)
+	}
+	return errors.Join(err, l.Close())
+}
+
+// describe names a store URL for people: without its password or query,
+// which can hold secrets.
+func describe(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(a URL that does not parse)"
+	}
+	if u.Host == "" && u.Path == "" && u.Opaque == "" {
+		return u.Scheme + "://"
+	}
+	u.RawQuery, u.Fragment = "", ""
+	return u.Redacted()
 }
 
 // Job is one unit of work.
@@ -132,6 +184,7 @@ func (q *Queue) count(count func(*Stats)) {
 type Worker struct {
 	ID     string
 	Locker lease.Locker
+	Prefix string // put before every lease name
 	Queue  *Queue
 	TTL    time.Duration
 	Log    func(format string, args ...any)
@@ -145,7 +198,10 @@ func (w *Worker) Loop(ctx context.Context) {
 			return
 		}
 		if j == nil {
-			time.Sleep(5 * time.Millisecond)
+			select {
+			case <-ctx.Done():
+			case <-time.After(5 * time.Millisecond):
+			}
 			continue
 		}
 		w.runJob(ctx, j)
@@ -154,7 +210,11 @@ func (w *Worker) Loop(ctx context.Context) {
 
 // runJob runs j holding its leases and files the outcome.
 func (w *Worker) runJob(ctx context.Context, j *Job) {
-	err := hold(ctx, w.Locker, j.leaseNames(), w.TTL, j.Work)
+	var names []string
+	for _, name := range j.leaseNames() {
+		names = append(names, w.Prefix+name)
+	}
+	err := hold(ctx, w.Locker, names, w.TTL, j.Work)
 	var busy *lease.HeldError
 	switch {
 	case errors.As(err, &busy):
@@ -192,9 +252,17 @@ func hold(ctx context.Context, l lease.Locker, names []string, ttl time.Duration
 	})
 }
 
-// run puts a mix of jobs in a queue and lets two workers run them.
-func run(ctx context.Context, out io.Writer) (Stats, error) {
-	store := memory.New()
+// ttl is the jobs' leases' ttl: a worker that dies holding one blocks its
+// jobs this long. A real one would be a minute or so; this demo needs less.
+const ttl = time.Second
+
+// run puts a mix of jobs in a queue and lets two workers run them on l,
+// with prefix before every lease name.
+func run(ctx context.Context, l lease.Locker, prefix string, out io.Writer) (Stats, error) {
+	operator, ok := l.(lease.ForceReleaser)
+	if !ok {
+		return Stats{}, fmt.Errorf("the store cannot force a lease free (%T is no lease.ForceReleaser)", l)
+	}
 	var mu sync.Mutex
 	logf := func(format string, args ...any) {
 		mu.Lock()
@@ -228,7 +296,7 @@ func run(ctx context.Context, out io.Writer) (Stats, error) {
 		{Class: "export", Exclusive: true, Work: func(ctx context.Context) error {
 			// An operator forces the lease free while the export runs
 			// (lease release --force job:export); the export finishes.
-			if _, err := store.ForceRelease(ctx, "job:export"); err != nil {
+			if _, err := operator.ForceRelease(ctx, prefix+"job:export"); err != nil {
 				return err
 			}
 			<-ctx.Done()
@@ -265,7 +333,7 @@ func run(ctx context.Context, out io.Writer) (Stats, error) {
 
 	var wg sync.WaitGroup
 	for _, id := range []string{"worker-1", "worker-2"} {
-		w := &Worker{ID: id, Locker: store, Queue: q, TTL: 300 * time.Millisecond, Log: logf}
+		w := &Worker{ID: id, Locker: l, Prefix: prefix, Queue: q, TTL: ttl, Log: logf}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -4,18 +4,18 @@
 // file is the example.
 //
 // The one rule that makes this work: code that uses a lease takes a
-// lease.Locker; only main opens the real store.
+// lease.Locker; only main (cli, here) opens the real store, from
+// --backend URL, else $LEASE_BACKEND, else mem://, and says which it used.
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"log"
 	"net/url"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/leasekit/lease"
@@ -23,21 +23,56 @@ import (
 )
 
 func main() {
-	def := url.URL{Scheme: "sqlite", Path: filepath.ToSlash(filepath.Join(os.TempDir(), "lease-example.db"))}
-	backend := flag.String("backend", def.String(), "lease store URL")
-	flag.Parse()
-	ctx := context.Background()
-	l, err := lease.Open(ctx, *backend)
+	err := cli(context.Background(), os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+	case err != nil:
+		fmt.Fprintln(os.Stderr, "testing:", err)
+		os.Exit(1)
+	}
+}
+
+// cli is the program: it reads the flags, opens the store (the only place
+// that does), says which it is, and runs the job on it.
+func cli(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("testing", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	backend := fs.String("backend", "", "lease store URL (default $LEASE_BACKEND, else mem://)")
+	job := fs.String("job", "send-invoices", "the job to claim: its lease is job/NAME")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	raw := *backend
+	if raw == "" {
+		raw = getenv("LEASE_BACKEND")
+	}
+	if raw == "" {
+		raw = "mem://"
+	}
+	l, err := lease.Open(ctx, raw)
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
-	err = run(ctx, l, os.Stdout)
-	if cerr := l.Close(); err == nil {
-		err = cerr
-	}
+	fmt.Fprintf(stdout, "store: %s\n", describe(raw))
+	err = run(ctx, l, *job, stdout)
+	return errors.Join(err, l.Close())
+}
+
+// describe names a store URL for people: without its password or query,
+// which can hold secrets.
+func describe(raw string) string {
+	u, err := url.Parse(raw)
 	if err != nil {
-		log.Fatal(err)
+		return "(a URL that does not parse)"
 	}
+	if u.Host == "" && u.Path == "" && u.Opaque == "" {
+		return u.Scheme + "://"
+	}
+	u.RawQuery, u.Fragment = "", ""
+	return u.Redacted()
 }
 
 // Worker claims jobs that must not run on two machines at once.
@@ -53,13 +88,18 @@ func (w *Worker) Claim(ctx context.Context, job string) (lease.Lease, error) {
 	return w.Locker.Acquire(ctx, "job/"+job, w.ID, w.TTL)
 }
 
-// run claims the "send-invoices" job, does it and releases it.
-func run(ctx context.Context, l lease.Locker, out io.Writer) error {
+// run claims job, does it and releases it.
+func run(ctx context.Context, l lease.Locker, job string, out io.Writer) error {
 	w := &Worker{Locker: l, ID: lease.NewOwner(), TTL: time.Minute}
-	claim, err := w.Claim(ctx, "send-invoices")
+	claim, err := w.Claim(ctx, job)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "sending invoices (token %d)\n", claim.Token)
-	return l.Release(ctx, claim)
+	fmt.Fprintf(out, "%s: claimed with token %d\n", claim.Name, claim.Token)
+	// ... the job's work, which passes claim.Token to what it writes to ...
+	if err := l.Release(ctx, claim); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "%s: done, released\n", claim.Name)
+	return nil
 }

@@ -21,11 +21,11 @@ func newStore() (*memory.Locker, *memory.ManualClock) {
 func TestRun(t *testing.T) {
 	store, _ := newStore()
 	var out strings.Builder
-	if err := run(context.Background(), store, &out); err != nil {
+	if err := run(context.Background(), store, "send-invoices", &out); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(out.String(), "sending invoices") {
-		t.Errorf("output: %q", out.String())
+	if want := "job/send-invoices: claimed with token 1\njob/send-invoices: done, released\n"; out.String() != want {
+		t.Errorf("output %q, want %q", out.String(), want)
 	}
 	if _, err := store.Inspect(context.Background(), "job/send-invoices"); !errors.Is(err, lease.ErrNotHeld) {
 		t.Errorf("run left its lease behind: %v", err)
