@@ -1,6 +1,7 @@
 package lease_test
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -38,5 +39,16 @@ func TestHeldErrorMatchesErrHeldOnly(t *testing.T) {
 	}
 	if got := err.Error(); !strings.Contains(got, `"o"`) || !strings.Contains(got, "1.5s") {
 		t.Fatalf("HeldError message %q lacks holder or remaining time", got)
+	}
+}
+
+func TestNewContextCarriesALease(t *testing.T) {
+	l := lease.Lease{Name: "job", Owner: "me", Token: 3}
+	got, ok := lease.FromContext(lease.NewContext(context.Background(), l))
+	if !ok || got != l {
+		t.Fatalf("FromContext(NewContext(l)) = %v, %v", got, ok)
+	}
+	if _, ok := lease.FromContext(context.Background()); ok {
+		t.Fatal("FromContext of a bare context found a lease")
 	}
 }

@@ -116,13 +116,23 @@ func (h *holding) set(l Lease) {
 
 // FromContext returns the lease held by the Run whose fn got ctx, as of
 // its latest renewal, so that fn can pass its Token to the systems it
-// writes to.
+// writes to (or the Lease given to NewContext).
 func FromContext(ctx context.Context) (Lease, bool) {
-	h, ok := ctx.Value(leaseKey{}).(*holding)
-	if !ok {
-		return Lease{}, false
+	switch v := ctx.Value(leaseKey{}).(type) {
+	case *holding:
+		return v.get(), true
+	case Lease:
+		return v, true
 	}
-	return h.get(), true
+	return Lease{}, false
+}
+
+// NewContext returns a copy of ctx that carries l, for code that holds a
+// lease without Run (Acquire and Renew by hand) and calls helpers that read
+// FromContext, such as the fence package's HTTP Transport. Keep it up to
+// date: a renewal returns a new Lease.
+func NewContext(ctx context.Context, l Lease) context.Context {
+	return context.WithValue(ctx, leaseKey{}, l)
 }
 
 // Run runs fn while holding the lease name on l, the way most programs use

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -276,6 +277,10 @@ func (l *Locker) Close() error {
 	}
 	return nil
 }
+
+// Backend returns the backend's name, as given to NewLocker ("redis",
+// "sql"), for tools that label what they observe.
+func (l *Locker) Backend() string { return strings.TrimPrefix(l.prefix, "lease/") }
 
 // Closed reports whether Close has been called.
 func (l *Locker) Closed() bool { return l.closed.Load() }

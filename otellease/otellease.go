@@ -126,8 +126,9 @@ func Wrap(l lease.Locker, opts ...Option) (lease.Locker, error) {
 	return wrapperFor(l, c), nil
 }
 
-// backendOf names l's backend after the package that defines its type,
-// looking through other wrappers.
+// backendOf names l's backend by its Backend method (every backend built
+// on package driver has one), else after the package that defines its
+// type, looking through other wrappers.
 func backendOf(l lease.Locker) string {
 	for {
 		u, ok := l.(interface{ Unwrap() lease.Locker })
@@ -139,6 +140,9 @@ func backendOf(l lease.Locker) string {
 			break
 		}
 		l = inner
+	}
+	if b, ok := l.(interface{ Backend() string }); ok && b.Backend() != "" {
+		return b.Backend()
 	}
 	t := reflect.TypeOf(l)
 	for t.Kind() == reflect.Pointer {
