@@ -65,6 +65,11 @@ type Lease struct {
 	// with this process's clock to decide whether you still hold the lease;
 	// use Deadline.
 	Expires time.Time
+	// Acquired is when the tenure began, by the store's clock: the grant
+	// that started it, unchanged by Renew and re-entrant Acquire. It is
+	// for display (how long a holder has held a name); zero when the store
+	// does not record it (etcd).
+	Acquired time.Time
 	// Deadline is by this process's monotonic clock: act as the holder only
 	// before it. It is the local time taken before the request that granted
 	// or renewed the tenure was sent, plus the ttl, minus DriftMargin(ttl),

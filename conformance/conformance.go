@@ -150,6 +150,11 @@ func (s *suite) checkLease(t testing.TB, op string, got lease.Lease, name, owner
 	if !strings.Contains(got.Deadline.String(), " m=") {
 		t.Fatalf("%s returned a Deadline without a monotonic clock reading (%s): a wall-clock jump would move it", op, got.Deadline)
 	}
+	// Acquired, where the store records it, is when the tenure began: not
+	// after it ends, and not hours away from now.
+	if !got.Acquired.IsZero() && (got.Acquired.After(got.Expires) || got.Acquired.Before(done.Add(-time.Hour-ttl)) || got.Acquired.After(done.Add(time.Hour))) {
+		t.Fatalf("%s returned Acquired %s with Expires %s: the tenure cannot begin after it ends, or hours from now", op, got.Acquired, got.Expires)
+	}
 	// Expires is by the store's clock, which may be skewed from ours, but
 	// not by hours: a larger gap means a unit error.
 	if want := done.Add(ttl); got.Expires.Before(want.Add(-time.Hour)) || got.Expires.After(want.Add(time.Hour)) {
@@ -195,6 +200,11 @@ func (s *suite) mustHold(t testing.TB, l lease.Locker, want lease.Lease, why str
 	}
 	if !got.Deadline.IsZero() {
 		t.Fatalf("Inspect(%q) returned a non-zero Deadline; only a holder has a Deadline", want.Name)
+	}
+	if !want.Acquired.IsZero() {
+		if d := got.Acquired.Sub(want.Acquired); d < -s.h.Granularity-10*time.Millisecond || d > s.h.Granularity+10*time.Millisecond {
+			t.Fatalf("%s: Inspect(%q) shows Acquired %s, but the holder's Lease says %s (a tenure begins once)", why, want.Name, got.Acquired, want.Acquired)
+		}
 	}
 }
 

@@ -20,6 +20,9 @@ func renewKeepsToken(t testing.TB, s *suite) {
 	s.pass(s.h.TTL / 2)
 	longer := 4*s.h.TTL + 2*s.h.ExpiryLag + 2*s.h.Granularity
 	renewed, _ := s.renew(t, l, first, longer)
+	if !renewed.Acquired.Equal(first.Acquired) {
+		t.Fatalf("Renew moved Acquired from %s to %s: a renewal continues the tenure that began then", first.Acquired, renewed.Acquired)
+	}
 	if renewed.Expires.Before(first.Expires.Add(-s.h.Granularity)) {
 		t.Fatalf("Renew moved Expires back from %s to %s", first.Expires, renewed.Expires)
 	}

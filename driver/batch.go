@@ -62,7 +62,11 @@ func (l *Locker) RenewBatch(ctx context.Context, reqs []lease.RenewRequest) []le
 		case !outcomes[k].OK:
 			out[i].Err = l.lost(op, ls)
 		default:
-			out[i].Lease, out[i].Err = l.held(ctx, op, ls.Name, ls.Owner, Tenure{Token: ls.Token, Expires: outcomes[k].Tenure.Expires}, start, reqs[i].TTL)
+			acquired := outcomes[k].Tenure.Acquired
+			if acquired.IsZero() {
+				acquired = ls.Acquired
+			}
+			out[i].Lease, out[i].Err = l.held(ctx, op, ls.Name, ls.Owner, Tenure{Token: ls.Token, Expires: outcomes[k].Tenure.Expires, Acquired: acquired}, start, reqs[i].TTL)
 		}
 	}
 	return out
@@ -88,6 +92,9 @@ func (l *Locker) renewEach(ctx context.Context, reqs []lease.RenewRequest, valid
 					out[i].Err = l.lost("renew", ls)
 				default:
 					t.Owner, t.Token = ls.Owner, ls.Token
+					if t.Acquired.IsZero() {
+						t.Acquired = ls.Acquired
+					}
 					out[i].Lease, out[i].Err = l.held(ctx, "renew", ls.Name, ls.Owner, t, start, ttl)
 				}
 			}

@@ -96,6 +96,9 @@ func (l *Locker) Renew(ctx context.Context, ls lease.Lease, ttl time.Duration) (
 		return lease.Lease{}, l.lost(op, ls)
 	}
 	t.Owner, t.Token = ls.Owner, ls.Token
+	if t.Acquired.IsZero() {
+		t.Acquired = ls.Acquired
+	}
 	return l.held(ctx, op, ls.Name, ls.Owner, t, start, ttl)
 }
 
@@ -304,6 +307,7 @@ func (l *Locker) held(ctx context.Context, op, name, owner string, t Tenure, sta
 		Owner:    owner,
 		Token:    t.Token,
 		Expires:  t.Expires,
+		Acquired: t.Acquired,
 		Deadline: DeadlineFrom(start, ttl),
 	}, nil
 }
@@ -313,7 +317,7 @@ func (l *Locker) view(ctx context.Context, op, name string, t Tenure) (lease.Lea
 	if t.Token == 0 || t.Owner == "" {
 		return lease.Lease{}, l.fail(ctx, op, name, fmt.Errorf("the store returned a tenure without owner or token (owner %q, token %d)", t.Owner, t.Token))
 	}
-	return lease.Lease{Name: name, Owner: t.Owner, Token: t.Token, Expires: t.Expires}, nil
+	return lease.Lease{Name: name, Owner: t.Owner, Token: t.Token, Expires: t.Expires, Acquired: t.Acquired}, nil
 }
 
 // lost is the ErrLost of op on ls.
@@ -356,7 +360,7 @@ func leaksSentinel(err error) bool {
 }
 
 func tenureOf(ls lease.Lease) Tenure {
-	return Tenure{Name: ls.Name, Owner: ls.Owner, Token: ls.Token, Expires: ls.Expires}
+	return Tenure{Name: ls.Name, Owner: ls.Owner, Token: ls.Token, Expires: ls.Expires, Acquired: ls.Acquired}
 }
 
 // Quote formats a lease name for an error message: quoted, and cut to its

@@ -19,6 +19,10 @@ type Tenure struct {
 	Token uint64
 	// Expires is when the tenure ends by the store's clock.
 	Expires time.Time
+	// Acquired is when the tenure began by the store's clock, or zero when
+	// the store does not record it. Renew may leave it zero: the Locker
+	// keeps the caller's.
+	Acquired time.Time
 	// Remaining is how long the tenure had left by the store's clock when
 	// the store answered. Acquire must set it when another owner holds the
 	// name (it becomes HeldError.Remaining); elsewhere it may be zero.

@@ -69,9 +69,10 @@ type place struct {
 }
 
 type tenure struct {
-	owner   string
-	token   uint64
-	expires time.Time
+	owner    string
+	token    uint64
+	expires  time.Time
+	acquired time.Time
 }
 
 var (
@@ -133,7 +134,7 @@ func (s *store) Acquire(ctx context.Context, name, owner string, ttl time.Durati
 		return t.view(name, now), nil
 	case !held:
 		s.token++
-		t = tenure{owner: owner, token: s.token}
+		t = tenure{owner: owner, token: s.token, acquired: now}
 	}
 	t.expires = now.Add(ttl)
 	s.leases[name] = t
@@ -210,7 +211,7 @@ func (s *store) ForceRelease(ctx context.Context, name string) (driver.Tenure, b
 
 // view is t as the store reports it at now.
 func (t tenure) view(name string, now time.Time) driver.Tenure {
-	return driver.Tenure{Name: name, Owner: t.owner, Token: t.token, Expires: t.expires, Remaining: t.expires.Sub(now)}
+	return driver.Tenure{Name: name, Owner: t.owner, Token: t.token, Expires: t.expires, Acquired: t.acquired, Remaining: t.expires.Sub(now)}
 }
 
 // watch is one Watch on a name of a memory store.
@@ -287,7 +288,7 @@ func (s *store) AcquireQueued(ctx context.Context, name, owner string, ttl, wait
 		return driver.Tenure{Name: name, Owner: q[0].owner, Remaining: q[0].expires.Sub(now)}, nil
 	case !held:
 		s.token++
-		t = tenure{owner: owner, token: s.token}
+		t = tenure{owner: owner, token: s.token, acquired: now}
 	}
 	s.dequeue(name, owner)
 	t.expires = now.Add(ttl)
