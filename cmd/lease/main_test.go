@@ -27,7 +27,21 @@ var (
 // binaries are built with it too.
 var raceEnabled bool
 
+// testHelpers are the other roles of the test binary: when the variable
+// is set, TestMain runs the function instead of the tests.
+var testHelpers = map[string]func() int{}
+
 func TestMain(m *testing.M) {
+	// The tests that run the command line in this process start this
+	// binary as lease run's watcher.
+	if code, ok := internalRole(); ok {
+		os.Exit(code)
+	}
+	for env, f := range testHelpers {
+		if os.Getenv(env) != "" {
+			os.Exit(f())
+		}
+	}
 	os.Exit(testMain(m))
 }
 
