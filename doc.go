@@ -70,4 +70,13 @@
 // Import the backend you use; the root package imports no driver. Each
 // backend registers URL schemes with Register, so Open picks one by URL
 // (import github.com/leasekit/lease/backend/all for all of them).
+//
+// Every backend of this module also implements the optional interfaces
+// BatchRenewer (many renewals in one round trip, which Run uses when many
+// leases share a Locker), Lister and ForceReleaser (for operators), and
+// Waiter (waiting woken by the store, which Run's WithWait uses where the
+// store can notify).
+//
+// To write a backend of your own, implement package driver's Store and
+// certify it with package conformance.
 package lease

@@ -4,15 +4,19 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
+
+	"github.com/leasekit/lease/internal/redact"
 )
 
 // Opener opens a Locker from a parsed URL whose scheme it was registered
 // for. It must reject query parameters it does not know with an error
-// matching ErrInvalid, and the Locker's Close must close whatever the
-// Opener opened.
+// matching ErrInvalid, must return by the time ctx ends, and the Locker's
+// Close must close whatever the Opener opened. Its errors need not repeat
+// the URL: Open adds it, with secrets masked.
 type Opener func(ctx context.Context, u *url.URL) (Locker, error)
 
 var (
@@ -53,10 +57,10 @@ func Schemes() []string {
 // for the error of an Open whose backend was not imported.
 var schemeHints = map[string]string{
 	"mem":        "github.com/leasekit/lease/backend/memory",
-	"sqlite":     "github.com/leasekit/lease/backend/sql",
-	"postgres":   "github.com/leasekit/lease/backend/sql",
-	"postgresql": "github.com/leasekit/lease/backend/sql",
-	"mysql":      "github.com/leasekit/lease/backend/sql",
+	"sqlite":     "github.com/leasekit/lease/backend/sql/sqlite",
+	"postgres":   "github.com/leasekit/lease/backend/sql/postgres",
+	"postgresql": "github.com/leasekit/lease/backend/sql/postgres",
+	"mysql":      "github.com/leasekit/lease/backend/sql/mysql",
 	"redis":      "github.com/leasekit/lease/backend/redis",
 	"rediss":     "github.com/leasekit/lease/backend/redis",
 	"etcd":       "github.com/leasekit/lease/backend/etcd",
@@ -65,9 +69,9 @@ var schemeHints = map[string]string{
 // Open opens a Locker for a URL, picking the backend by scheme:
 //
 //	mem://                         a fresh in-memory store (backend/memory)
-//	sqlite:///var/lib/app/lease.db a SQLite file (backend/sql)
-//	postgres://user@host/db        PostgreSQL (backend/sql)
-//	mysql://user:pass@host/db      MySQL or MariaDB (backend/sql)
+//	sqlite:///var/lib/app/lease.db a SQLite file (backend/sql/sqlite)
+//	postgres://user@host/db        PostgreSQL (backend/sql/postgres)
+//	mysql://user:pass@host/db      MySQL or MariaDB (backend/sql/mysql)
 //	redis://host:6379/0            Redis (backend/redis)
 //	etcd://host:2379,host:2379     etcd (backend/etcd)
 //
@@ -77,12 +81,15 @@ var schemeHints = map[string]string{
 // listed in the README; an unknown one is an error. Close the returned
 // Locker to close what Open opened.
 func Open(ctx context.Context, rawURL string) (Locker, error) {
+	if hostPort.MatchString(rawURL) {
+		return nil, fmt.Errorf("%w: backend %q is a host and port, not a URL: name the store, e.g. redis://%s, postgres://user@%s/db or etcd://%s", ErrInvalid, rawURL, rawURL, rawURL, rawURL)
+	}
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("%w: backend URL: %v", ErrInvalid, err)
+		return nil, fmt.Errorf("%w: backend URL %s does not parse: %v", ErrInvalid, redact.URL(rawURL), redact.ParseError(err))
 	}
 	if u.Scheme == "" {
-		return nil, fmt.Errorf("%w: backend URL %q has no scheme (want e.g. sqlite:///path/lease.db or redis://host:6379)", ErrInvalid, Redact(rawURL))
+		return nil, fmt.Errorf("%w: backend URL %q has no scheme (want e.g. sqlite:///path/lease.db or redis://host:6379)", ErrInvalid, redact.URL(rawURL))
 	}
 	scheme := strings.ToLower(u.Scheme)
 	registryMu.RLock()
@@ -96,46 +103,11 @@ func Open(ctx context.Context, rawURL string) (Locker, error) {
 	}
 	l, err := opener(ctx, u)
 	if err != nil {
-		return nil, fmt.Errorf("lease: open %s: %w", Redact(rawURL), err)
+		return nil, fmt.Errorf("lease: open %s: %w", redact.URL(rawURL), err)
 	}
 	return l, nil
 }
 
-// Redact returns rawURL with any password replaced by "xxxxx", for error
-// messages and logs.
-func Redact(rawURL string) string {
-	u, err := url.Parse(rawURL)
-	if err != nil || u.User == nil {
-		return rawURL
-	}
-	return u.Redacted()
-}
-
-// URLQuery returns u's query parameters after checking that each is one of
-// known and appears once. Openers use it so that a misspelt option is an
-// error matching ErrInvalid rather than silently ignored.
-func URLQuery(u *url.URL, known ...string) (url.Values, error) {
-	q, err := url.ParseQuery(u.RawQuery)
-	if err != nil {
-		return nil, fmt.Errorf("%w: query of %s URL: %v", ErrInvalid, u.Scheme, err)
-	}
-	for k, v := range q {
-		found := false
-		for _, kn := range known {
-			if k == kn {
-				found = true
-				break
-			}
-		}
-		if !found {
-			if len(known) == 0 {
-				return nil, fmt.Errorf("%w: %s URL takes no query parameters, got %q", ErrInvalid, u.Scheme, k)
-			}
-			return nil, fmt.Errorf("%w: unknown query parameter %q in %s URL (known: %s)", ErrInvalid, k, u.Scheme, strings.Join(known, ", "))
-		}
-		if len(v) > 1 {
-			return nil, fmt.Errorf("%w: query parameter %q given %d times in %s URL", ErrInvalid, k, len(v), u.Scheme)
-		}
-	}
-	return q, nil
-}
+// hostPort matches "127.0.0.1:6379", "localhost:5432" and "[::1]:2379":
+// an address given where a URL was wanted.
+var hostPort = regexp.MustCompile(`^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):[0-9]+$`)

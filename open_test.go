@@ -36,3 +36,31 @@ func TestOpen(t *testing.T) {
 		}
 	}
 }
+
+func TestOpenNeverShowsAPassword(t *testing.T) {
+	for _, raw := range []string{
+		"postgres://app:Hunter2%zz@db/app",
+		"redis://:Hunter2#x@host:6379/0",
+		"redis://:Hunter2@host:notaport/0",
+		"mem://u:Hunter2@/?x=%zz",
+		"nosuch://u:Hunter2@host",
+	} {
+		_, err := lease.Open(context.Background(), raw)
+		if err == nil {
+			t.Errorf("Open(%q) succeeded", raw)
+			continue
+		}
+		if strings.Contains(err.Error(), "Hunter2") {
+			t.Errorf("Open(%q) = %v: the password shows", raw, err)
+		}
+	}
+}
+
+func TestOpenExplainsAHostAndPort(t *testing.T) {
+	for _, raw := range []string{"127.0.0.1:6379", "localhost:5432", "[::1]:2379"} {
+		_, err := lease.Open(context.Background(), raw)
+		if !errors.Is(err, lease.ErrInvalid) || !strings.Contains(err.Error(), "redis://"+raw) {
+			t.Errorf("Open(%q) = %v, want ErrInvalid showing the URL form", raw, err)
+		}
+	}
+}

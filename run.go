@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -17,6 +18,17 @@ type runConfig struct {
 	renewEvery time.Duration // 0: ttl/3; <0: never
 	wait       time.Duration
 	minHold    time.Duration
+	fair       bool
+	logger     *slog.Logger
+	hashNames  bool
+	err        error // the first invalid option
+}
+
+// invalid records the first invalid option, which Run reports.
+func (c *runConfig) invalid(format string, args ...any) {
+	if c.err == nil {
+		c.err = fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
+	}
 }
 
 // WithOwner makes Run acquire as owner instead of a fresh NewOwner(). Two
@@ -25,20 +37,62 @@ type runConfig struct {
 func WithOwner(owner string) RunOption { return func(c *runConfig) { c.owner = owner } }
 
 // WithRenewEvery makes Run renew the lease every d instead of every ttl/3.
-func WithRenewEvery(d time.Duration) RunOption { return func(c *runConfig) { c.renewEvery = d } }
+// d must be positive and shorter than the ttl (use WithoutRenewal to turn
+// renewal off); Run reports anything else as an error matching ErrInvalid.
+func WithRenewEvery(d time.Duration) RunOption {
+	return func(c *runConfig) {
+		if d <= 0 {
+			c.invalid("WithRenewEvery(%s): the interval must be positive (WithoutRenewal turns renewal off)", d)
+			return
+		}
+		c.renewEvery = d
+	}
+}
 
 // WithoutRenewal makes Run hold the lease for one ttl only: fn's context is
 // cancelled when the Deadline passes.
 func WithoutRenewal() RunOption { return func(c *runConfig) { c.renewEvery = -1 } }
 
-// WithWait makes Run wait up to d for a busy lease, retrying with jittered
-// backoff, instead of returning the *HeldError at once.
-func WithWait(d time.Duration) RunOption { return func(c *runConfig) { c.wait = d } }
+// WithWait makes Run wait up to d for a busy lease instead of returning
+// the *HeldError at once: woken by the store when the Locker is a Waiter
+// whose store can watch (PostgreSQL, Redis, etcd), else retrying with
+// jittered backoff. A negative d is an
+// error matching ErrInvalid.
+func WithWait(d time.Duration) RunOption {
+	return func(c *runConfig) {
+		if d < 0 {
+			c.invalid("WithWait(%s): negative wait", d)
+		}
+		c.wait = d
+	}
+}
+
+// WithFairWait is WithWait with arrival order: Run joins the name's queue
+// in the store and gets the lease only when the waiters ahead of it have
+// had it (or given up, or died: a waiter's place lasts a few seconds
+// unless it is alive to keep it). It needs a Locker whose store keeps a
+// queue (a FairAcquirer that does not report errors.ErrUnsupported:
+// PostgreSQL, Redis, etcd and memory); on others Run returns that error.
+// A caller that does not queue can still take a free name first.
+func WithFairWait(d time.Duration) RunOption {
+	return func(c *runConfig) {
+		WithWait(d)(c)
+		c.fair = true
+	}
+}
 
 // WithMinHold makes Run keep the lease until d after it was acquired, even
 // if fn returns earlier, so that hosts whose timers fire a little apart do
-// not each run the same scheduled job.
-func WithMinHold(d time.Duration) RunOption { return func(c *runConfig) { c.minHold = d } }
+// not each run the same scheduled job. A negative d is an error matching
+// ErrInvalid.
+func WithMinHold(d time.Duration) RunOption {
+	return func(c *runConfig) {
+		if d < 0 {
+			c.invalid("WithMinHold(%s): negative hold", d)
+		}
+		c.minHold = d
+	}
+}
 
 type leaseKey struct{}
 
@@ -52,6 +106,12 @@ func (h *holding) get() Lease {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.l
+}
+
+func (h *holding) set(l Lease) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.l = l
 }
 
 // FromContext returns the lease held by the Run whose fn got ctx, as of
@@ -71,8 +131,12 @@ func FromContext(ctx context.Context) (Lease, bool) {
 //   - It acquires name for ttl as a fresh NewOwner() (see WithOwner). When
 //     another owner holds it, Run returns the *HeldError (errors.Is ErrHeld)
 //     without calling fn, unless WithWait says to wait.
-//   - While fn runs, it renews the lease every ttl/3 (see WithRenewEvery and
-//     WithoutRenewal). The ctx given to fn carries the lease (FromContext)
+//   - fn is never entered at or after the lease's Deadline: each Acquire is
+//     bounded by the Deadline it would grant, and a tenure whose grant
+//     arrives too late to act on is released unused and reported as an
+//     error matching context.DeadlineExceeded (the store was too slow).
+//   - While fn runs, it renews the lease about every ttl/3 (see
+//     WithRenewEvery and WithoutRenewal). The ctx given to fn carries the lease (FromContext)
 //     and is cancelled, with a context.Cause matching ErrLost, as soon as a
 //     renewal reports the lease lost or the lease's Deadline passes without
 //     a successful renewal. fn must stop acting as the holder then.
@@ -84,9 +148,14 @@ func FromContext(ctx context.Context) (Lease, bool) {
 // release's error when the store failed then. A store error while
 // acquiring is returned as it is: it does not match ErrHeld.
 //
-// Run starts one goroutine, for renewals, and returns only after it has
-// ended; renewals are called with a context that ends at the lease's
-// Deadline, so Run's return waits on a Locker only if it ignores contexts.
+// The Runs that share a Locker share one renewer, which coalesces the
+// renewals that fall due together into one call when the Locker is a
+// BatchRenewer (every Locker of this module is), spreads them over ±10% of
+// the interval so that Runs started together do not renew in waves, and
+// renews the most urgent first. Its goroutine lives while any Run on the
+// Locker does; Run returns only after its renewals have stopped, and
+// renewals are called with a context that ends at a Deadline, so Run's
+// return waits on a Locker only if it ignores contexts.
 func Run(ctx context.Context, l Locker, name string, ttl time.Duration, fn func(ctx context.Context) error, opts ...RunOption) (err error) {
 	cfg := runConfig{}
 	for _, o := range opts {
@@ -96,27 +165,34 @@ func Run(ctx context.Context, l Locker, name string, ttl time.Duration, fn func(
 		cfg.owner = NewOwner()
 	}
 	switch {
+	case cfg.err != nil:
+		return cfg.err
 	case l == nil:
 		return fmt.Errorf("%w: Run with a nil Locker", ErrInvalid)
 	case fn == nil:
 		return fmt.Errorf("%w: Run with a nil fn", ErrInvalid)
 	case cfg.renewEvery > 0 && cfg.renewEvery >= ttl:
 		return fmt.Errorf("%w: renewal every %s would come after the ttl of %s ran out", ErrInvalid, cfg.renewEvery, ttl)
-	case cfg.wait < 0 || cfg.minHold < 0:
-		return fmt.Errorf("%w: Run with a negative wait or min-hold", ErrInvalid)
-	}
-	if err := CheckAcquire(name, cfg.owner, ttl); err != nil {
-		return err
 	}
 	if cfg.renewEvery == 0 {
 		cfg.renewEvery = ttl / 3
 	}
 
-	held, err := acquireWaiting(ctx, l, name, cfg.owner, ttl, cfg.wait)
+	log := newRunLog(cfg.logger, name, cfg.owner, ttl, cfg.hashNames)
+	begun := time.Now()
+	held, err := acquireWaiting(ctx, l, name, cfg.owner, ttl, cfg.wait, cfg.fair, log)
 	if err != nil {
+		var he *HeldError
+		if errors.As(err, &he) {
+			log.log(slog.LevelInfo, "lease busy", slog.String("lease.holder", he.Owner), slog.Duration("lease.remaining", he.Remaining))
+		} else {
+			log.log(slog.LevelWarn, "lease not acquired", slog.Any("error", err))
+		}
 		return err
 	}
 	acquiredAt := time.Now()
+	log.held(held)
+	log.log(slog.LevelInfo, "lease acquired", slog.Duration("lease.waited", acquiredAt.Sub(begun)))
 
 	h := &holding{l: held}
 	fnCtx, cancel := context.WithCancelCause(context.WithValue(ctx, leaseKey{}, h))
@@ -126,33 +202,46 @@ func Run(ctx context.Context, l Locker, name string, ttl time.Duration, fn func(
 	// renewal, even if a renewal call hangs in the store.
 	var wdMu sync.Mutex
 	watchdog := time.AfterFunc(time.Until(held.Deadline), func() {
-		cancel(fmt.Errorf("lease %q: deadline passed without a successful renewal: %w", name, ErrLost))
+		err := fmt.Errorf("lease %q: deadline passed without a successful renewal: %w", name, ErrLost)
+		log.log(slog.LevelError, "lease lost", slog.Any("error", err))
+		cancel(err)
 	})
 	defer watchdog.Stop()
 
-	stopRenew := make(chan struct{})
-	var renewWG sync.WaitGroup
+	stopRenewing := func() {}
 	if cfg.renewEvery > 0 {
-		renewWG.Add(1)
-		go func() {
-			defer renewWG.Done()
-			renewLoop(fnCtx, l, h, ttl, cfg.renewEvery, stopRenew, cancel, func(d time.Duration) {
+		stopRenewing = startRenewing(l, &renewJob{
+			h:     h,
+			ttl:   ttl,
+			every: cfg.renewEvery,
+			log:   log,
+			lost:  func(err error) { cancel(err) },
+			renewed: func(got Lease) {
 				wdMu.Lock()
 				defer wdMu.Unlock()
 				if fnCtx.Err() == nil {
-					watchdog.Reset(d)
+					watchdog.Reset(time.Until(got.Deadline))
 				}
-			})
-		}()
+			},
+		})
 	}
 	stop := sync.OnceFunc(func() {
-		close(stopRenew)
-		renewWG.Wait()
+		stopRenewing()
 		wdMu.Lock()
 		watchdog.Stop()
 		wdMu.Unlock()
 	})
 
+	// The grant may have taken so long that nothing is left of the tenure:
+	// never enter fn then (the last check before the call).
+	if late := time.Since(h.get().Deadline); late >= 0 {
+		stop()
+		rctx, rcancel := releaseContext(ctx, ttl)
+		defer rcancel()
+		_ = l.Release(rctx, h.get())
+		log.log(slog.LevelWarn, "lease granted too late, released unused", slog.Duration("lease.late", late))
+		return fmt.Errorf("lease %q: the store granted it %s after its Deadline had passed, too late to act on; it was released unused: %w", name, late.Round(time.Millisecond), context.DeadlineExceeded)
+	}
 	finished := false
 	defer func() {
 		if finished {
@@ -186,7 +275,16 @@ func Run(ctx context.Context, l Locker, name string, ttl time.Duration, fn func(
 	}
 	rctx, rcancel := releaseContext(ctx, ttl)
 	defer rcancel()
-	if rerr := l.Release(rctx, h.get()); rerr != nil {
+	rerr := l.Release(rctx, h.get())
+	switch {
+	case rerr == nil:
+		log.log(slog.LevelInfo, "lease released", slog.Duration("lease.held", time.Since(acquiredAt)))
+	case errors.Is(rerr, ErrLost):
+		log.log(slog.LevelError, "lease found lost at release", slog.Any("error", rerr))
+	default:
+		log.log(slog.LevelWarn, "lease release failed; it expires on its own", slog.Any("error", rerr))
+	}
+	if rerr != nil {
 		switch {
 		case errors.Is(rerr, ErrLost) && lost != nil && errors.Is(lost, ErrLost):
 			// Already reported.
@@ -205,53 +303,60 @@ func releaseContext(ctx context.Context, ttl time.Duration) (context.Context, co
 	return context.WithTimeout(context.WithoutCancel(ctx), min(ttl, 10*time.Second))
 }
 
-// renewLoop renews h's lease every `every` until stop is closed or fnCtx
-// ends. It cancels fnCtx as soon as a renewal reports the lease lost.
-// Other errors are retried sooner; the watchdog covers the Deadline.
-func renewLoop(fnCtx context.Context, l Locker, h *holding, ttl, every time.Duration, stop <-chan struct{}, cancel context.CancelCauseFunc, renewed func(time.Duration)) {
-	next := every
-	for {
-		t := time.NewTimer(next)
-		select {
-		case <-stop:
-			t.Stop()
-			return
-		case <-fnCtx.Done():
-			t.Stop()
-			return
-		case <-t.C:
+// watchFallback is how long a waiter that watches the store waits at
+// most between attempts: what a lost notification can cost.
+const watchFallback = 2 * time.Second
+
+// A fair waiter renews its place in the queue at least every fairRefresh;
+// a place lasts fairPlace, so a waiter that died holds up the queue for at
+// most that long.
+const (
+	fairRefresh = time.Second
+	fairPlace   = 3 * time.Second
+)
+
+// acquireWaiting acquires name, waiting up to wait while another owner
+// holds it. When l is a Waiter whose store can watch, it wakes when the
+// name may have become free (and at least every watchFallback, and at the
+// holder's expiry); otherwise it polls with jittered backoff, never
+// sleeping far past the holder's expiry. Each attempt may take at most the
+// Deadline it would grant.
+func acquireWaiting(ctx context.Context, l Locker, name, owner string, ttl, wait time.Duration, fair bool, log *runLog) (lease Lease, err error) {
+	limit := time.Now().Add(wait)
+	acquire := l.Acquire
+	if fair {
+		fa, ok := l.(FairAcquirer)
+		if !ok {
+			return Lease{}, fmt.Errorf("lease %q: WithFairWait needs a Locker that keeps a queue (a FairAcquirer): %w", name, errors.ErrUnsupported)
 		}
-		cur := h.get()
-		rctx, rcancel := context.WithDeadline(fnCtx, cur.Deadline)
-		got, err := l.Renew(rctx, cur, ttl)
-		rcancel()
-		switch {
-		case err == nil:
-			h.mu.Lock()
-			h.l = got
-			h.mu.Unlock()
-			renewed(time.Until(got.Deadline))
-			next = every
-		case errors.Is(err, ErrLost):
-			cancel(fmt.Errorf("lease %q: renewal: %w", cur.Name, err))
-			return
-		default:
-			// The store failed; try again soon, while the Deadline lasts.
-			next = max(every/4, time.Millisecond)
+		acquire = func(ctx context.Context, name, owner string, ttl time.Duration) (Lease, error) {
+			return fa.AcquireQueued(ctx, name, owner, ttl, fairPlace)
+		}
+		defer func() {
+			if err != nil {
+				// Give the place up, so the next waiter need not wait for it
+				// to expire.
+				dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+				defer cancel()
+				_ = fa.Dequeue(dctx, name, owner)
+			}
+		}()
+	}
+	backoff := 10 * time.Millisecond
+	var changed <-chan struct{}
+	if w, ok := l.(Waiter); ok && wait > 0 {
+		// Watch before the first attempt, so that a release between a busy
+		// answer and the wait is not missed.
+		if watch, err := w.Watch(ctx, name); err == nil {
+			defer watch.Stop()
+			changed = watch.Changed()
 		}
 	}
-}
-
-// acquireWaiting acquires name, waiting up to wait with jittered backoff
-// while another owner holds it. Each attempt may take at most ttl.
-func acquireWaiting(ctx context.Context, l Locker, name, owner string, ttl, wait time.Duration) (Lease, error) {
-	limit := time.Now().Add(wait)
-	backoff := 10 * time.Millisecond
 	for {
-		// An answer later than the ttl would come with its Deadline already
-		// passed: give up on it and say the store is slow.
-		actx, acancel := context.WithTimeout(ctx, ttl)
-		held, err := l.Acquire(actx, name, owner, ttl)
+		// An answer after the Deadline it would grant is of no use: stop
+		// waiting for it then (the store is slow or stalled).
+		actx, acancel := context.WithDeadline(ctx, time.Now().Add(ttl-DriftMargin(ttl)))
+		held, err := acquire(actx, name, owner, ttl)
 		acancel()
 		if err == nil || wait <= 0 {
 			return held, err
@@ -264,15 +369,31 @@ func acquireWaiting(ctx context.Context, l Locker, name, owner string, ttl, wait
 		if left <= 0 {
 			return Lease{}, err
 		}
-		// Full jitter, but never sleep far past the holder's expiry or the
-		// caller's limit.
-		d := min(time.Duration(rand.Int64N(int64(backoff)))+time.Millisecond, he.Remaining+time.Millisecond, left)
-		backoff = min(backoff*2, time.Second)
+		if backoff == 10*time.Millisecond {
+			log.log(slog.LevelInfo, "waiting for lease", slog.String("lease.holder", he.Owner), slog.Duration("lease.remaining", he.Remaining),
+				slog.Duration("lease.wait", wait), slog.Bool("lease.watching", changed != nil))
+		}
+		var d time.Duration
+		switch {
+		case fair:
+			d = min(he.Remaining+time.Millisecond, fairRefresh, left)
+			backoff = 0 // not the first wait
+		case changed != nil:
+			d = min(he.Remaining+time.Millisecond, watchFallback, left)
+			backoff = 0
+		default:
+			// Full jitter, but never sleep far past the holder's expiry or
+			// the caller's limit.
+			d = min(time.Duration(rand.Int64N(int64(backoff)))+time.Millisecond, he.Remaining+time.Millisecond, left)
+			backoff = min(backoff*2, time.Second)
+		}
 		t := time.NewTimer(d)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return Lease{}, fmt.Errorf("lease %q: gave up waiting (last: %v): %w", name, err, context.Cause(ctx))
+			return Lease{}, fmt.Errorf("lease %q: gave up waiting: %w; last attempt: %w", name, context.Cause(ctx), err)
+		case <-changed:
+			t.Stop()
 		case <-t.C:
 		}
 	}

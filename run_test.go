@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/leasekit/lease"
@@ -72,54 +74,60 @@ func TestRunReleasesAndRepanicsWhenFnPanics(t *testing.T) {
 }
 
 func TestRunWithoutRenewalCancelsAtTheDeadline(t *testing.T) {
-	l := memory.New()
-	var cause error
-	err := lease.Run(context.Background(), l, "job", 100*time.Millisecond, func(ctx context.Context) error {
-		<-ctx.Done()
-		cause = context.Cause(ctx)
-		held, _ := lease.FromContext(ctx)
-		if time.Now().Before(held.Deadline) {
-			t.Errorf("fn's context ended %s before the Deadline", time.Until(held.Deadline))
+	synctest.Test(t, func(t *testing.T) {
+		l := memory.New()
+		var cause error
+		err := lease.Run(context.Background(), l, "job", 100*time.Millisecond, func(ctx context.Context) error {
+			<-ctx.Done()
+			cause = context.Cause(ctx)
+			held, _ := lease.FromContext(ctx)
+			if time.Now().Before(held.Deadline) {
+				t.Errorf("fn's context ended %s before the Deadline", time.Until(held.Deadline))
+			}
+			return nil
+		}, lease.WithoutRenewal())
+		if !errors.Is(cause, lease.ErrLost) || !errors.Is(err, lease.ErrLost) {
+			t.Fatalf("cause %v, Run %v; want both to match ErrLost", cause, err)
 		}
-		return nil
-	}, lease.WithoutRenewal())
-	if !errors.Is(cause, lease.ErrLost) || !errors.Is(err, lease.ErrLost) {
-		t.Fatalf("cause %v, Run %v; want both to match ErrLost", cause, err)
-	}
+	})
 }
 
 func TestRunRetriesTransientRenewalFailures(t *testing.T) {
-	f := &flaky{Locker: memory.New()}
-	f.renewFailures.Store(2)
-	err := lease.Run(context.Background(), f, "job", 300*time.Millisecond, func(ctx context.Context) error {
-		select {
-		case <-ctx.Done():
-			return context.Cause(ctx)
-		case <-time.After(time.Second):
-			return nil
+	synctest.Test(t, func(t *testing.T) {
+		f := &flaky{Locker: memory.New()}
+		f.renewFailures.Store(2)
+		err := lease.Run(context.Background(), f, "job", 300*time.Millisecond, func(ctx context.Context) error {
+			select {
+			case <-ctx.Done():
+				return context.Cause(ctx)
+			case <-time.After(time.Second):
+				return nil
+			}
+		}, lease.WithRenewEvery(60*time.Millisecond))
+		if err != nil {
+			t.Fatalf("Run = %v; two failed renewals well within the ttl must not lose the lease", err)
 		}
-	}, lease.WithRenewEvery(60*time.Millisecond))
-	if err != nil {
-		t.Fatalf("Run = %v; two failed renewals well within the ttl must not lose the lease", err)
-	}
+	})
 }
 
 func TestRunCancelsWhenRenewalHangsPastTheDeadline(t *testing.T) {
-	f := &flaky{Locker: memory.New(), renewHang: true}
-	err := lease.Run(context.Background(), f, "job", 150*time.Millisecond, func(ctx context.Context) error {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(5 * time.Second):
-			return errors.New("fn's context outlived the Deadline while a renewal hung")
+	synctest.Test(t, func(t *testing.T) {
+		f := &flaky{Locker: memory.New(), renewHang: true}
+		err := lease.Run(context.Background(), f, "job", 150*time.Millisecond, func(ctx context.Context) error {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(5 * time.Second):
+				return errors.New("fn's context outlived the Deadline while a renewal hung")
+			}
+		})
+		if !errors.Is(err, lease.ErrLost) {
+			t.Fatalf("Run = %v, want ErrLost", err)
+		}
+		if !strings.Contains(err.Error(), "deadline passed") {
+			t.Fatalf("Run = %v, want it to say the deadline passed", err)
 		}
 	})
-	if !errors.Is(err, lease.ErrLost) {
-		t.Fatalf("Run = %v, want ErrLost", err)
-	}
-	if !strings.Contains(err.Error(), "deadline passed") {
-		t.Fatalf("Run = %v, want it to say the deadline passed", err)
-	}
 }
 
 func TestRunReportsReleaseFailureWithoutHidingFnResult(t *testing.T) {
@@ -147,62 +155,73 @@ func TestRunReportsLeaseFoundLostAtRelease(t *testing.T) {
 }
 
 func TestRunWaitsForABusyLease(t *testing.T) {
-	l := memory.New()
-	held, err := l.Acquire(context.Background(), "job", "other", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	time.AfterFunc(100*time.Millisecond, func() { _ = l.Release(context.Background(), held) })
-	ran := false
-	err = lease.Run(context.Background(), l, "job", time.Second, func(context.Context) error { ran = true; return nil }, lease.WithWait(5*time.Second))
-	if err != nil || !ran {
-		t.Fatalf("Run = %v, ran = %v; want it to wait for the release and run", err, ran)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		l := memory.New()
+		held, err := l.Acquire(context.Background(), "job", "other", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.AfterFunc(100*time.Millisecond, func() { _ = l.Release(context.Background(), held) })
+		ran := false
+		err = lease.Run(context.Background(), l, "job", time.Second, func(context.Context) error { ran = true; return nil }, lease.WithWait(5*time.Second))
+		if err != nil || !ran {
+			t.Fatalf("Run = %v, ran = %v; want it to wait for the release and run", err, ran)
+		}
+	})
 }
 
 func TestRunGivesUpWaitingWithTheHeldError(t *testing.T) {
-	l := memory.New()
-	if _, err := l.Acquire(context.Background(), "job", "other", time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	start := time.Now()
-	err := lease.Run(context.Background(), l, "job", time.Second, func(context.Context) error { return nil }, lease.WithWait(150*time.Millisecond))
-	var he *lease.HeldError
-	if !errors.As(err, &he) || he.Owner != "other" {
-		t.Fatalf("Run = %v, want the *HeldError naming the holder", err)
-	}
-	if waited := time.Since(start); waited < 150*time.Millisecond {
-		t.Fatalf("Run gave up after %s, before the wait of 150ms", waited)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		l := memory.New()
+		if _, err := l.Acquire(context.Background(), "job", "other", time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		err := lease.Run(context.Background(), l, "job", time.Second, func(context.Context) error { return nil }, lease.WithWait(150*time.Millisecond))
+		var he *lease.HeldError
+		if !errors.As(err, &he) || he.Owner != "other" {
+			t.Fatalf("Run = %v, want the *HeldError naming the holder", err)
+		}
+		if waited := time.Since(start); waited < 150*time.Millisecond {
+			t.Fatalf("Run gave up after %s, before the wait of 150ms", waited)
+		}
+	})
 }
 
 func TestRunWaitingEndsWithTheContext(t *testing.T) {
-	l := memory.New()
-	if _, err := l.Acquire(context.Background(), "job", "other", time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-	defer cancel()
-	err := lease.Run(ctx, l, "job", time.Second, func(context.Context) error { return nil }, lease.WithWait(time.Hour))
-	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, lease.ErrHeld) {
-		t.Fatalf("Run = %v, want the context's error (and not ErrHeld)", err)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		l := memory.New()
+		if _, err := l.Acquire(context.Background(), "job", "other", time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		err := lease.Run(ctx, l, "job", time.Second, func(context.Context) error { return nil }, lease.WithWait(time.Hour))
+		// Both facts hold: the wait ended with the context, and the name was
+		// held by "other" all along.
+		var he *lease.HeldError
+		if !errors.Is(err, context.DeadlineExceeded) || !errors.As(err, &he) || he.Owner != "other" {
+			t.Fatalf("Run = %v, want an error matching the context's error and ErrHeld, with the *HeldError naming the holder", err)
+		}
+	})
 }
 
 func TestRunMinHoldKeepsTheLeaseAfterFnReturns(t *testing.T) {
-	l := memory.New()
-	done := make(chan error, 1)
-	go func() {
-		done <- lease.Run(context.Background(), l, "job", 100*time.Millisecond, func(context.Context) error { return nil }, lease.WithMinHold(400*time.Millisecond))
-	}()
-	time.Sleep(250 * time.Millisecond) // past fn's end and past one ttl: renewals must go on
-	if _, err := l.Inspect(context.Background(), "job"); err != nil {
-		t.Fatalf("Inspect during the min-hold = %v, want the lease still held", err)
-	}
-	if err := <-done; err != nil {
-		t.Fatalf("Run = %v", err)
-	}
-	mustBeFree(t, l, "job")
+	synctest.Test(t, func(t *testing.T) {
+		l := memory.New()
+		done := make(chan error, 1)
+		go func() {
+			done <- lease.Run(context.Background(), l, "job", 100*time.Millisecond, func(context.Context) error { return nil }, lease.WithMinHold(400*time.Millisecond))
+		}()
+		time.Sleep(250 * time.Millisecond) // past fn's end and past one ttl: renewals must go on
+		if _, err := l.Inspect(context.Background(), "job"); err != nil {
+			t.Fatalf("Inspect during the min-hold = %v, want the lease still held", err)
+		}
+		if err := <-done; err != nil {
+			t.Fatalf("Run = %v", err)
+		}
+		mustBeFree(t, l, "job")
+	})
 }
 
 func TestRunRejectsBadArguments(t *testing.T) {
@@ -241,11 +260,216 @@ func (s slowAcquire) Acquire(ctx context.Context, name, owner string, ttl time.D
 }
 
 func TestRunGivesUpOnAnAcquireSlowerThanTheTTL(t *testing.T) {
-	err := lease.Run(context.Background(), slowAcquire{memory.New()}, "job", 100*time.Millisecond, func(context.Context) error {
-		t.Error("fn ran without the lease")
-		return nil
+	synctest.Test(t, func(t *testing.T) {
+		err := lease.Run(context.Background(), slowAcquire{memory.New()}, "job", 100*time.Millisecond, func(context.Context) error {
+			t.Error("fn ran without the lease")
+			return nil
+		})
+		if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, lease.ErrHeld) {
+			t.Fatalf("Run = %v, want the store's timeout, not ErrHeld", err)
+		}
 	})
-	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, lease.ErrHeld) {
-		t.Fatalf("Run = %v, want the store's timeout, not ErrHeld", err)
+}
+
+// lateAcquire is a store whose grants arrive late: the tenure is granted
+// (and its Deadline stamped) when the request reaches the store, but the
+// answer takes delay to come back, like a reply held up in the network.
+type lateAcquire struct {
+	lease.Locker
+	delay time.Duration
+}
+
+func (s lateAcquire) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (lease.Lease, error) {
+	got, err := s.Locker.Acquire(ctx, name, owner, ttl)
+	time.Sleep(s.delay)
+	return got, err
+}
+
+func TestRunNeverEntersFnAfterTheDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := memory.New()
+		err := lease.Run(context.Background(), lateAcquire{l, 300 * time.Millisecond}, "job", 200*time.Millisecond, func(context.Context) error {
+			t.Error("fn was entered after the lease's Deadline")
+			return nil
+		})
+		if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, lease.ErrHeld) || errors.Is(err, lease.ErrLost) {
+			t.Fatalf("Run = %v, want a store timeout (context.DeadlineExceeded), not held or lost", err)
+		}
+		// The late tenure was released unused, not left to expire.
+		mustBeFree(t, l, "job")
+	})
+}
+
+func TestRunNeverEntersFnAtTheDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// The answer comes exactly when the Deadline passes.
+		ttl := 200 * time.Millisecond
+		l := memory.New()
+		err := lease.Run(context.Background(), lateAcquire{l, ttl - lease.DriftMargin(ttl)}, "job", ttl, func(context.Context) error {
+			t.Error("fn was entered at the lease's Deadline")
+			return nil
+		})
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Run = %v, want a store timeout", err)
+		}
+	})
+}
+
+func TestRunEntersFnWhenTheGrantComesBeforeTheDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ttl := 200 * time.Millisecond
+		var left time.Duration
+		err := lease.Run(context.Background(), lateAcquire{memory.New(), 150 * time.Millisecond}, "job", ttl, func(ctx context.Context) error {
+			held, _ := lease.FromContext(ctx)
+			left = time.Until(held.Deadline)
+			return nil
+		}, lease.WithoutRenewal())
+		if err != nil {
+			t.Fatalf("Run = %v", err)
+		}
+		if want := ttl - lease.DriftMargin(ttl) - 150*time.Millisecond; left != want {
+			t.Fatalf("fn was entered with %s left before the Deadline, want %s", left, want)
+		}
+	})
+}
+
+func TestRunBoundsAcquireByTheDeadlineItWouldGrant(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ttl := 100 * time.Millisecond
+		start := time.Now()
+		err := lease.Run(context.Background(), slowAcquire{memory.New()}, "job", ttl, func(context.Context) error {
+			t.Error("fn ran without the lease")
+			return nil
+		})
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Run = %v, want the store's timeout", err)
+		}
+		if took, want := time.Since(start), ttl-lease.DriftMargin(ttl); took != want {
+			t.Fatalf("Run gave up on Acquire after %s, want exactly the Deadline it would have granted (%s)", took, want)
+		}
+	})
+}
+
+func TestRunRejectsBadOptions(t *testing.T) {
+	l := memory.New()
+	fn := func(context.Context) error { return nil }
+	for what, opt := range map[string]lease.RunOption{
+		"WithRenewEvery(-1)": lease.WithRenewEvery(-1),
+		"WithRenewEvery(0)":  lease.WithRenewEvery(0),
+		"WithWait(-1s)":      lease.WithWait(-time.Second),
+		"WithMinHold(-1)":    lease.WithMinHold(-1),
+	} {
+		err := lease.Run(context.Background(), l, "job", time.Second, fn, opt)
+		if !errors.Is(err, lease.ErrInvalid) || !strings.Contains(err.Error(), strings.SplitN(what, "(", 2)[0]) {
+			t.Errorf("Run with %s = %v, want ErrInvalid naming the option", what, err)
+		}
+	}
+}
+
+// countingAcquires counts Acquire calls on a Locker that can watch.
+type countingAcquires struct {
+	*memory.Locker
+	acquires atomic.Int32
+}
+
+func (c *countingAcquires) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (lease.Lease, error) {
+	c.acquires.Add(1)
+	return c.Locker.Acquire(ctx, name, owner, ttl)
+}
+
+func TestRunWaitingWakesOnRelease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := &countingAcquires{Locker: memory.New()}
+		held, err := l.Locker.Acquire(context.Background(), "job", "other", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		released := make(chan time.Time, 1)
+		time.AfterFunc(10*time.Second, func() {
+			_ = l.Release(context.Background(), held)
+			released <- time.Now()
+		})
+		var entered time.Time
+		err = lease.Run(context.Background(), l, "job", time.Minute, func(context.Context) error {
+			entered = time.Now()
+			return nil
+		}, lease.WithWait(time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lag := entered.Sub(<-released); lag != 0 {
+			t.Fatalf("fn started %s after the release; a watching waiter wakes at once", lag)
+		}
+		// One attempt before the wait, one per fallback interval while the
+		// holder kept it (10s / 2s), and the one that won.
+		if n := l.acquires.Load(); n > 7 {
+			t.Fatalf("%d Acquire attempts over a 10s wait: the waiter polled instead of watching", n)
+		}
+	})
+}
+
+func TestRunFairWaitServesWaitersInArrivalOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := memory.New()
+		held, err := l.Acquire(context.Background(), "job", "first", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		const waiters = 10
+		var (
+			mu    sync.Mutex
+			order []int
+			wg    sync.WaitGroup
+		)
+		for i := range waiters {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				err := lease.Run(context.Background(), l, "job", 10*time.Second, func(context.Context) error {
+					mu.Lock()
+					order = append(order, i)
+					mu.Unlock()
+					time.Sleep(100 * time.Millisecond)
+					return nil
+				}, lease.WithFairWait(time.Minute))
+				if err != nil {
+					t.Errorf("waiter %d: %v", i, err)
+				}
+			}()
+			time.Sleep(10 * time.Millisecond) // arrive one after another
+		}
+		_ = l.Release(context.Background(), held)
+		wg.Wait()
+		for i, w := range order {
+			if w != i {
+				t.Fatalf("waiters got the lease in the order %v, want arrival order", order)
+			}
+		}
+	})
+}
+
+func TestRunFairWaitGivesUpItsPlace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := memory.New()
+		held, _ := l.Acquire(context.Background(), "job", "holder", time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		err := lease.Run(ctx, l, "job", time.Minute, func(context.Context) error { return nil }, lease.WithFairWait(time.Hour))
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Run = %v", err)
+		}
+		_ = l.Release(context.Background(), held)
+		// The waiter that gave up left the queue: a newcomer is first.
+		if _, err := l.AcquireQueued(context.Background(), "job", "newcomer", time.Minute, time.Second); err != nil {
+			t.Fatalf("AcquireQueued after the only waiter gave up = %v", err)
+		}
+	})
+}
+
+func TestRunFairWaitNeedsAQueue(t *testing.T) {
+	f := &flaky{Locker: memory.New()} // hides FairAcquirer
+	err := lease.Run(context.Background(), f, "job", time.Second, func(context.Context) error { return nil }, lease.WithFairWait(time.Second))
+	if !errors.Is(err, errors.ErrUnsupported) {
+		t.Fatalf("Run = %v, want errors.ErrUnsupported", err)
 	}
 }

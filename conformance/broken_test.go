@@ -3,106 +3,125 @@ package conformance_test
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/leasekit/lease"
 	"github.com/leasekit/lease/conformance"
+	"github.com/leasekit/lease/driver"
 )
 
-// brokenEnv selects the broken backend that TestBrokenBackend runs the
-// suite against, in a child process of TestSuiteCatchesBrokenBackends.
-const brokenEnv = "CONFORMANCE_BROKEN_MODE"
-
-// Each broken backend breaks one promise; the suite must fail it, and the
-// named subtest must be among the failures.
+// Each broken backend breaks one promise; the suite must fail it, in the
+// case named for that promise (other cases may fail too).
 var brokenModes = map[string]string{
-	"two-holders":                  "another_owner_gets_ErrHeld",
-	"token-restarts-after-release": "release_then_re-acquire_by_the_same_owner_gets_a_larger_token",
-	"reentrant-new-token":          "holder's_re-acquire_keeps_the_token",
-	"renew-ignores-token":          "stale_owner_cannot_renew_or_release_after_its_own_re-acquire",
-	"renew-ignores-owner":          "stale_owner_cannot_renew_after_takeover",
-	"renew-revives-expired":        "stale_owner_cannot_renew_after_plain_expiry",
-	"release-ignores-owner":        "stale_owner_cannot_release_after_takeover",
-	"release-swallows-lost":        "stale_owner_cannot_release_after_plain_expiry",
-	"never-expires":                "takeover_after_expiry_gives_a_larger_token",
-	"inspect-ignores-expiry":       "inspect_reports_an_expired_tenure_as_not_held",
-	"inspect-invents-holder":       "inspect_reports_a_free_name_as_not_held",
-	"deadline-after-response":      "acquire_on_a_free_name_starts_a_tenure",
-	"deadline-without-margin":      "acquire_on_a_free_name_starts_a_tenure",
-	"deadline-from-store-clock":    "acquire_on_a_free_name_starts_a_tenure",
-	"canceled-as-held":             "canceled_context_is_reported_as_such",
-	"case-insensitive-names":       "names_with_awkward_characters_never_collide",
-	"truncated-names":              "long_names_sharing_a_1000-byte_prefix_do_not_collide",
-	"no-validation":                "bad_input_is_refused_with_ErrInvalid",
-	"usable-after-close":           "a_closed_locker_refuses_every_call_with_ErrClosed",
-	"racy-acquire":                 "concurrent_acquires_on_a_free_name:_exactly_one_wins",
+	"two-holders":                  "another owner gets ErrHeld with the holder and remaining time",
+	"token-restarts-after-release": "release then re-acquire by the same owner gets a larger token",
+	"reentrant-new-token":          "holder's re-acquire keeps the token and moves expiry to now+ttl",
+	"renew-ignores-token":          "old owner cannot renew or release after its own re-acquire started a new tenure",
+	"renew-ignores-owner":          "old owner cannot renew after takeover",
+	"renew-revives-expired":        "old owner cannot renew after plain expiry",
+	"renew-never-shortens":         "renew and re-acquire with a shorter ttl end the tenure sooner",
+	"release-ignores-owner":        "old owner cannot release after takeover",
+	"release-swallows-lost":        "old owner cannot release after plain expiry",
+	"never-expires":                "takeover after expiry gives a larger token",
+	"inspect-ignores-expiry":       "inspect reports an expired tenure as not held",
+	"inspect-invents-holder":       "inspect reports a free name as not held",
+	"deadline-after-response":      "the Deadline is read before the request and ends a drift margin early",
+	"deadline-without-margin":      "the Deadline is read before the request and ends a drift margin early",
+	"deadline-from-store-clock":    "the Deadline is read before the request and ends a drift margin early",
+	"deadline-after-slow-reply":    "no other owner acquires a name before the previous holder's Deadline",
+	"canceled-as-held":             "canceled context is reported as such, not as held or lost",
+	"case-insensitive-names":       "names with awkward characters never collide",
+	"truncated-names":              "long names sharing a 1000-byte prefix do not collide",
+	"no-validation":                "bad input is refused with ErrInvalid and writes nothing",
+	"ttl-limits-ignored":           "ttls from MinTTL to MaxTTL are accepted and nothing outside them",
+	"usable-after-close":           "a closed locker refuses every call with ErrClosed",
+	"racy-acquire":                 "concurrent acquires on a free name: exactly one wins",
+	"batch-revives-expired":        "a batch of renewals gives each tenure the answer Renew would",
+	"watch-never-wakes":            "a watch wakes when the name is released or force-released",
+}
+
+func toyHarness(mode string) conformance.Harness {
+	store := &toyStore{mode: mode, leases: map[string]*toyTenure{}, tokens: map[string]uint64{}}
+	return conformance.Harness{
+		New:     func(testing.TB) lease.Locker { return &toy{toyStore: store} },
+		TTL:     100 * time.Millisecond,
+		Tenures: 200,
+	}
 }
 
 func TestSuiteCatchesBrokenBackends(t *testing.T) {
-	if os.Getenv(brokenEnv) != "" {
-		t.Skip("running as a child")
-	}
 	if testing.Short() {
-		t.Skip("starts a process per broken backend")
+		t.Skip("runs the whole suite once per broken backend")
 	}
 	for mode, want := range brokenModes {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
-			cmd := exec.Command(os.Args[0], "-test.run=^TestBrokenBackend$", "-test.v", "-test.count=1")
-			cmd.Env = append(os.Environ(), brokenEnv+"="+mode)
-			out, err := cmd.CombinedOutput()
-			if err == nil {
-				t.Fatalf("the suite passed a backend broken by %q:\n%s", mode, tail(out))
+			results := conformance.Check(t.Context(), toyHarness(mode))
+			var failed []string
+			found := false
+			for _, r := range results {
+				if r.Outcome == conformance.Failed {
+					failed = append(failed, r.Case)
+					found = found || r.Case == want
+				}
 			}
-			if !strings.Contains(string(out), "--- FAIL: TestBrokenBackend/"+want) {
-				t.Fatalf("the suite failed the %q backend, but not in subtest %q:\n%s", mode, want, failures(out))
+			switch {
+			case len(failed) == 0:
+				t.Fatalf("the suite passed a backend broken by %q", mode)
+			case !found:
+				t.Fatalf("the suite failed the %q backend, but not in case %q; it failed:\n%s", mode, want, strings.Join(failed, "\n"))
 			}
 		})
 	}
 }
 
-func TestBrokenBackend(t *testing.T) {
-	mode := os.Getenv(brokenEnv)
-	if mode == "" {
-		t.Skip("only run as a child of TestSuiteCatchesBrokenBackends")
+func TestBrokenModesNameRealCases(t *testing.T) {
+	names := map[string]bool{}
+	for _, c := range conformance.Cases() {
+		names[c.Name] = true
 	}
-	store := &toyStore{mode: mode, leases: map[string]*toyTenure{}, tokens: map[string]uint64{}}
-	conformance.Run(t, conformance.Harness{
-		New:     func(testing.TB) lease.Locker { return &toy{toyStore: store} },
-		TTL:     100 * time.Millisecond,
-		Tenures: 200,
-	})
-}
-
-func failures(out []byte) string {
-	var b strings.Builder
-	for _, line := range strings.Split(string(out), "\n") {
-		if strings.Contains(line, "--- FAIL") {
-			b.WriteString(line + "\n")
+	for mode, want := range brokenModes {
+		if !names[want] {
+			t.Errorf("broken mode %q expects a failure in %q, which is not a case of the suite", mode, want)
 		}
 	}
-	return b.String()
 }
 
-func tail(out []byte) string {
-	if len(out) > 3000 {
-		out = out[len(out)-3000:]
+// TestToyBackendPasses shows the toy backend passes when nothing is
+// broken, so each failure above is the broken promise's doing.
+func TestToyBackendPasses(t *testing.T) {
+	conformance.Run(t, toyHarness(""))
+}
+
+// TestCheckReportsEveryCase runs the suite outside the testing package's
+// runner, as "lease check" does, and expects one result per case.
+func TestCheckReportsEveryCase(t *testing.T) {
+	results := conformance.Check(t.Context(), toyHarness(""))
+	if len(results) != len(conformance.Cases()) {
+		t.Fatalf("Check returned %d results for %d cases", len(results), len(conformance.Cases()))
 	}
-	return string(out)
+	for i, r := range results {
+		if r.Case != conformance.Cases()[i].Name {
+			t.Errorf("result %d is for %q, want %q", i, r.Case, conformance.Cases()[i].Name)
+		}
+		if r.Outcome != conformance.Passed && r.Outcome != conformance.Skipped {
+			t.Errorf("%s: %s: %s", r.Case, r.Outcome, r.Reason)
+		}
+	}
 }
 
 // toyStore is a small Locker that keeps the contract except where mode
 // breaks it.
 type toyStore struct {
-	mode   string
-	mu     sync.Mutex
-	leases map[string]*toyTenure
-	tokens map[string]uint64
+	mode    string
+	watches sync.Map // name -> chan struct{} of the one watch on it
+	mu      sync.Mutex
+	leases  map[string]*toyTenure
+	tokens  map[string]uint64
 }
 
 type toyTenure struct {
@@ -113,7 +132,7 @@ type toyTenure struct {
 
 type toy struct {
 	*toyStore
-	closed bool
+	closed atomic.Bool
 }
 
 func (s *toyStore) is(mode string) bool { return s.mode == mode }
@@ -137,7 +156,7 @@ func (s *toyStore) live(name string) *toyTenure {
 }
 
 func (l *toy) check(ctx context.Context) error {
-	if l.closed && !l.is("usable-after-close") {
+	if l.closed.Load() && !l.is("usable-after-close") {
 		return lease.ErrClosed
 	}
 	if err := ctx.Err(); err != nil {
@@ -158,7 +177,7 @@ func (l *toy) deadline(start time.Time, ttl time.Duration, expires time.Time) ti
 	case l.is("deadline-from-store-clock"):
 		return expires.Round(0).Add(-lease.DriftMargin(ttl))
 	}
-	return lease.DeadlineFrom(start, ttl)
+	return driver.DeadlineFrom(start, ttl)
 }
 
 func (l *toy) out(t *toyTenure, start time.Time, ttl time.Duration) lease.Lease {
@@ -166,10 +185,33 @@ func (l *toy) out(t *toyTenure, start time.Time, ttl time.Duration) lease.Lease 
 }
 
 func (l *toy) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (lease.Lease, error) {
-	if !l.is("no-validation") {
-		if err := lease.CheckAcquire(name, owner, ttl); err != nil {
-			return lease.Lease{}, err
+	got, err := l.acquire(ctx, name, owner, ttl)
+	if err == nil && l.is("deadline-after-slow-reply") && got.Token == 1 {
+		// The reply to the first grant of a name takes a while to come
+		// back (later ones are quick), and the Deadline is read when it
+		// arrives rather than before the request.
+		time.Sleep(30 * time.Millisecond)
+		got.Deadline = time.Now().Add(ttl - lease.DriftMargin(ttl))
+	}
+	return got, err
+}
+
+func (l *toy) validate(name, owner string, ttl time.Duration) error {
+	switch {
+	case l.is("no-validation"):
+		return nil
+	case l.is("ttl-limits-ignored"):
+		if ttl <= 0 {
+			return driver.CheckTTL(ttl)
 		}
+		return driver.CheckAcquire(name, owner, time.Second)
+	}
+	return driver.CheckAcquire(name, owner, ttl)
+}
+
+func (l *toy) acquire(ctx context.Context, name, owner string, ttl time.Duration) (lease.Lease, error) {
+	if err := l.validate(name, owner, ttl); err != nil {
+		return lease.Lease{}, err
 	}
 	start := time.Now()
 	if l.is("racy-acquire") {
@@ -221,7 +263,10 @@ func (l *toy) intact(held lease.Lease) *toyTenure {
 }
 
 func (l *toy) Renew(ctx context.Context, held lease.Lease, ttl time.Duration) (lease.Lease, error) {
-	if err := lease.CheckRenew(held, ttl); err != nil && !l.is("no-validation") {
+	if err := driver.CheckLease(held); err != nil && !l.is("no-validation") {
+		return lease.Lease{}, err
+	}
+	if err := l.validate(held.Name, held.Owner, ttl); err != nil {
 		return lease.Lease{}, err
 	}
 	start := time.Now()
@@ -241,7 +286,7 @@ func (l *toy) Renew(ctx context.Context, held lease.Lease, ttl time.Duration) (l
 }
 
 func (l *toy) Release(ctx context.Context, held lease.Lease) error {
-	if err := lease.CheckLease(held); err != nil && !l.is("no-validation") {
+	if err := driver.CheckLease(held); err != nil && !l.is("no-validation") {
 		return err
 	}
 	l.mu.Lock()
@@ -264,6 +309,12 @@ func (l *toy) Release(ctx context.Context, held lease.Lease) error {
 		return lease.ErrLost
 	}
 	delete(l.leases, l.key(held.Name))
+	if c, ok := l.watches.Load(held.Name); ok && !l.is("watch-never-wakes") {
+		select {
+		case c.(chan struct{}) <- struct{}{}:
+		default:
+		}
+	}
 	if l.is("token-restarts-after-release") {
 		delete(l.tokens, l.key(held.Name))
 	}
@@ -271,7 +322,7 @@ func (l *toy) Release(ctx context.Context, held lease.Lease) error {
 }
 
 func (l *toy) Inspect(ctx context.Context, name string) (lease.Lease, error) {
-	if err := lease.CheckName(name); err != nil && !l.is("no-validation") {
+	if err := driver.CheckName(name); err != nil && !l.is("no-validation") {
 		return lease.Lease{}, err
 	}
 	l.mu.Lock()
@@ -292,18 +343,43 @@ func (l *toy) Inspect(ctx context.Context, name string) (lease.Lease, error) {
 	return lease.Lease{Name: name, Owner: t.owner, Token: t.token, Expires: t.expires}, nil
 }
 
-func (l *toy) Close() error {
-	l.closed = true
-	return nil
+// RenewBatch renews one request at a time, as Renew would, except in
+// mode batch-revives-expired.
+func (l *toy) RenewBatch(ctx context.Context, reqs []lease.RenewRequest) []lease.RenewResult {
+	out := make([]lease.RenewResult, len(reqs))
+	for i, r := range reqs {
+		if l.is("batch-revives-expired") && r.TTL > 0 {
+			l.mu.Lock()
+			if t := l.leases[l.key(r.Lease.Name)]; t != nil && t.owner == r.Lease.Owner && t.token == r.Lease.Token {
+				t.expires = time.Now().Add(r.TTL)
+				out[i].Lease = l.out(t, time.Now(), r.TTL)
+				l.mu.Unlock()
+				continue
+			}
+			l.mu.Unlock()
+		}
+		out[i].Lease, out[i].Err = l.Renew(ctx, r.Lease, r.TTL)
+	}
+	return out
 }
 
-// TestToyBackendPasses shows the toy backend passes when nothing is
-// broken, so each failure above is the broken promise's doing.
-func TestToyBackendPasses(t *testing.T) {
-	store := &toyStore{mode: "", leases: map[string]*toyTenure{}, tokens: map[string]uint64{}}
-	conformance.Run(t, conformance.Harness{
-		New:     func(testing.TB) lease.Locker { return &toy{toyStore: store} },
-		TTL:     100 * time.Millisecond,
-		Tenures: 200,
-	})
+// Watch keeps one watch per name, woken by Release (but not in mode
+// watch-never-wakes).
+func (l *toy) Watch(ctx context.Context, name string) (lease.Watch, error) {
+	c := make(chan struct{}, 1)
+	l.watches.Store(name, c)
+	return toyWatch{c: c, stop: func() { l.watches.CompareAndDelete(name, c) }}, nil
+}
+
+type toyWatch struct {
+	c    chan struct{}
+	stop func()
+}
+
+func (w toyWatch) Changed() <-chan struct{} { return w.c }
+func (w toyWatch) Stop()                    { w.stop() }
+
+func (l *toy) Close() error {
+	l.closed.Store(true)
+	return nil
 }

@@ -1,9 +1,6 @@
 package conformance
 
 import (
-	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -17,62 +14,15 @@ import (
 // long is the ttl of tenures that must not expire during a subtest.
 const long = time.Minute
 
-// Run runs the whole suite against h's store, one subtest per promise of
-// the lease contract. It fails t on any broken promise.
-//
-// With h.Advance unset, subtests run in parallel and the suite takes a few
-// multiples of h.TTL plus the concurrency and history checks: under a
-// minute on a fast store.
-func Run(t *testing.T, h Harness) {
-	t.Helper()
-	if h.New == nil {
-		t.Fatal("conformance: Harness.New is nil")
-	}
-	if h.TTL <= 0 {
-		t.Fatal("conformance: Harness.TTL must be positive")
-	}
-	if h.Granularity <= 0 {
-		h.Granularity = time.Millisecond
-	}
-	if h.Tenures <= 0 {
-		h.Tenures = 2000
-	}
-	if h.Prefix == "" {
-		var b [4]byte
-		_, _ = rand.Read(b[:])
-		h.Prefix = "conformance-" + hex.EncodeToString(b[:]) + "/"
-	}
-	s := &suite{h: h}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			if h.Advance == nil {
-				t.Parallel()
-			}
-			c.fn(t, s)
-		})
-	}
-}
-
-type testCase struct {
-	name string
-	fn   func(t *testing.T, s *suite)
-}
-
-// cases is every subtest, in the order the contract lists the promises.
-// Each file of this package appends its own.
-var cases []testCase
-
-func register(name string, fn func(t *testing.T, s *suite)) {
-	cases = append(cases, testCase{name, fn})
-}
-
 type suite struct {
 	h   Harness
 	seq atomic.Uint64
 }
 
+func newSuite(h Harness) *suite { return &suite{h: h} }
+
 // locker returns a new Locker on the store, closed when t ends.
-func (s *suite) locker(t *testing.T) lease.Locker {
+func (s *suite) locker(t testing.TB) lease.Locker {
 	t.Helper()
 	l := s.h.New(t)
 	if l == nil {
@@ -100,10 +50,25 @@ func (s *suite) pass(d time.Duration) {
 	time.Sleep(d)
 }
 
+// now is the time from which the suite measures a wait on the store's
+// clock.
+func (s *suite) now() time.Time { return time.Now() }
+
+// waitPast waits until d has passed on the store's clock since from (plus
+// the store's granularity and expiry lag), moving the store's clock when
+// the harness can.
+func (s *suite) waitPast(from time.Time, d time.Duration) {
+	if s.h.Advance != nil {
+		s.h.Advance(d + s.h.Granularity + s.h.ExpiryLag)
+		return
+	}
+	time.Sleep(time.Until(from.Add(d + s.h.Granularity + s.h.ExpiryLag)))
+}
+
 // expire waits until a tenure of name granted for ttl by a call that
 // returned at granted has expired in the store, and checks that the store
 // says so. With Advance it moves the store's clock instead.
-func (s *suite) expire(t *testing.T, l lease.Locker, name string, ttl time.Duration, granted time.Time) {
+func (s *suite) expire(t testing.TB, l lease.Locker, name string, ttl time.Duration, granted time.Time) {
 	t.Helper()
 	if s.h.Advance != nil {
 		s.h.Advance(ttl + s.h.Granularity + s.h.ExpiryLag)
@@ -112,12 +77,12 @@ func (s *suite) expire(t *testing.T, l lease.Locker, name string, ttl time.Durat
 	}
 	limit := time.Now().Add(s.h.ExpiryLag + 250*time.Millisecond)
 	for {
-		_, err := l.Inspect(context.Background(), name)
+		_, err := l.Inspect(t.Context(), name)
 		if errors.Is(err, lease.ErrNotHeld) {
 			return
 		}
 		if err != nil {
-			t.Fatalf("Inspect(%q) while waiting for expiry: %v", name, err)
+			failCall(t, fmt.Sprintf("Inspect(%q) while waiting for expiry", name), err)
 		}
 		if time.Now().After(limit) {
 			t.Fatalf("a tenure of %q granted for %s was still held %s after the grant (Harness.ExpiryLag is %s): the store does not expire tenures", name, ttl, time.Since(granted).Round(time.Millisecond), s.h.ExpiryLag)
@@ -128,26 +93,26 @@ func (s *suite) expire(t *testing.T, l lease.Locker, name string, ttl time.Durat
 
 // acquire calls Acquire and fails t unless it succeeds with a well-formed
 // Lease.
-func (s *suite) acquire(t *testing.T, l lease.Locker, name, owner string, ttl time.Duration) (lease.Lease, time.Time) {
+func (s *suite) acquire(t testing.TB, l lease.Locker, name, owner string, ttl time.Duration) (lease.Lease, time.Time) {
 	t.Helper()
 	start := time.Now()
-	got, err := l.Acquire(context.Background(), name, owner, ttl)
+	got, err := l.Acquire(t.Context(), name, owner, ttl)
 	done := time.Now()
 	if err != nil {
-		t.Fatalf("Acquire(%q, %q, %s): %v", name, owner, ttl, err)
+		failCall(t, fmt.Sprintf("Acquire(%q, %q, %s)", name, owner, ttl), err)
 	}
 	s.checkLease(t, "Acquire", got, name, owner, ttl, start, done)
 	return got, done
 }
 
 // renew calls Renew and fails t unless it succeeds, keeping the token.
-func (s *suite) renew(t *testing.T, l lease.Locker, held lease.Lease, ttl time.Duration) (lease.Lease, time.Time) {
+func (s *suite) renew(t testing.TB, l lease.Locker, held lease.Lease, ttl time.Duration) (lease.Lease, time.Time) {
 	t.Helper()
 	start := time.Now()
-	got, err := l.Renew(context.Background(), held, ttl)
+	got, err := l.Renew(t.Context(), held, ttl)
 	done := time.Now()
 	if err != nil {
-		t.Fatalf("Renew(%v, %s) of an intact tenure: %v", held, ttl, err)
+		failCall(t, fmt.Sprintf("Renew(%v, %s) of an intact tenure", held, ttl), err)
 	}
 	s.checkLease(t, "Renew", got, held.Name, held.Owner, ttl, start, done)
 	if got.Token != held.Token {
@@ -158,7 +123,7 @@ func (s *suite) renew(t *testing.T, l lease.Locker, held lease.Lease, ttl time.D
 
 // checkLease checks the fields of a Lease returned by a call made between
 // start and done for ttl, including that its Deadline is safe.
-func (s *suite) checkLease(t *testing.T, op string, got lease.Lease, name, owner string, ttl time.Duration, start, done time.Time) {
+func (s *suite) checkLease(t testing.TB, op string, got lease.Lease, name, owner string, ttl time.Duration, start, done time.Time) {
 	t.Helper()
 	if got.Name != name {
 		t.Fatalf("%s returned Name %q, want %q", op, got.Name, name)
@@ -194,9 +159,9 @@ func (s *suite) checkLease(t *testing.T, op string, got lease.Lease, name, owner
 
 // inspect returns the result of Inspect and fails t on errors other than
 // ErrNotHeld.
-func (s *suite) inspect(t *testing.T, l lease.Locker, name string) (lease.Lease, bool) {
+func (s *suite) inspect(t testing.TB, l lease.Locker, name string) (lease.Lease, bool) {
 	t.Helper()
-	got, err := l.Inspect(context.Background(), name)
+	got, err := l.Inspect(t.Context(), name)
 	if errors.Is(err, lease.ErrNotHeld) {
 		if errors.Is(err, lease.ErrHeld) || errors.Is(err, lease.ErrLost) {
 			t.Fatalf("Inspect(%q) error matches ErrNotHeld and another sentinel: %v", name, err)
@@ -204,7 +169,7 @@ func (s *suite) inspect(t *testing.T, l lease.Locker, name string) (lease.Lease,
 		return lease.Lease{}, false
 	}
 	if err != nil {
-		t.Fatalf("Inspect(%q): %v", name, err)
+		failCall(t, fmt.Sprintf("Inspect(%q)", name), err)
 	}
 	if got.Name != name {
 		t.Fatalf("Inspect(%q) returned Name %q", name, got.Name)
@@ -216,7 +181,7 @@ func (s *suite) inspect(t *testing.T, l lease.Locker, name string) (lease.Lease,
 }
 
 // mustHold fails t unless Inspect shows exactly the tenure want.
-func (s *suite) mustHold(t *testing.T, l lease.Locker, want lease.Lease, why string) {
+func (s *suite) mustHold(t testing.TB, l lease.Locker, want lease.Lease, why string) {
 	t.Helper()
 	got, ok := s.inspect(t, l, want.Name)
 	if !ok {
@@ -234,7 +199,7 @@ func (s *suite) mustHold(t *testing.T, l lease.Locker, want lease.Lease, why str
 }
 
 // mustBeFree fails t unless Inspect says nobody holds name.
-func (s *suite) mustBeFree(t *testing.T, l lease.Locker, name, why string) {
+func (s *suite) mustBeFree(t testing.TB, l lease.Locker, name, why string) {
 	t.Helper()
 	if got, ok := s.inspect(t, l, name); ok {
 		t.Fatalf("%s: Inspect(%q) shows it held by %q with token %d, want ErrNotHeld", why, name, got.Owner, got.Token)
@@ -242,7 +207,7 @@ func (s *suite) mustBeFree(t *testing.T, l lease.Locker, name, why string) {
 }
 
 // mustBeLost fails t unless err matches ErrLost and no other sentinel.
-func mustBeLost(t *testing.T, op string, err error) {
+func mustBeLost(t testing.TB, op string, err error) {
 	t.Helper()
 	if err == nil {
 		t.Fatalf("%s succeeded; want an error matching ErrLost", op)
@@ -257,7 +222,7 @@ func mustBeLost(t *testing.T, op string, err error) {
 
 // mustBeHeld fails t unless err is a *HeldError naming holder, with a
 // Remaining time in (0, ttl+Granularity].
-func (s *suite) mustBeHeld(t *testing.T, op string, err error, name, holder string, ttl time.Duration) *lease.HeldError {
+func (s *suite) mustBeHeld(t testing.TB, op string, err error, name, holder string, ttl time.Duration) *lease.HeldError {
 	t.Helper()
 	if err == nil {
 		t.Fatalf("%s succeeded while %q holds %q: two owners would hold one lease", op, holder, name)
@@ -279,4 +244,23 @@ func (s *suite) mustBeHeld(t *testing.T, op string, err error, name, holder stri
 		t.Fatalf("%s: HeldError.Remaining is %s for a tenure of %s", op, he.Remaining, ttl)
 	}
 	return he
+}
+
+// failCall ends the case after a call that should have succeeded failed.
+// An error that matches a lease sentinel is a broken promise; any other
+// error is the store failing (a refused connection, too many clients),
+// which means the case could not judge the store, not that it broke the
+// contract: under Check it is reported as Errored, under Run it fails the
+// subtest saying so.
+func failCall(t testing.TB, call string, err error) {
+	t.Helper()
+	for _, sentinel := range []error{lease.ErrHeld, lease.ErrLost, lease.ErrNotHeld, lease.ErrInvalid, lease.ErrClosed} {
+		if errors.Is(err, sentinel) {
+			t.Fatalf("%s: %v", call, err)
+		}
+	}
+	if ct, ok := t.(*caseT); ok {
+		ct.storeError("%s: the store failed: %v", call, err)
+	}
+	t.Fatalf("%s: the store failed: %v", call, err)
 }

@@ -1,6 +1,9 @@
 package conformance
 
 import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
 	"testing"
 	"time"
 
@@ -43,4 +46,44 @@ type Harness struct {
 	// persistent store never meet each other's names. Zero means a random
 	// prefix per Run.
 	Prefix string
+
+	// Addr is the store's TCP address, host:port, and NewAt returns a
+	// Locker on the same store (same database, table, prefix) reached at
+	// another address. With both set, the fault cases put a TCP proxy in
+	// front of Addr and check that stalls, lost replies, resets and slow
+	// answers come back as store failures by each call's deadline, never
+	// as lease outcomes; without them those cases are skipped.
+	Addr  string
+	NewAt func(t testing.TB, addr string) lease.Locker
+
+	// Parallel is how many cases Check runs at once. Zero means 8. (Run
+	// leaves it to go test's -parallel flag.)
+	Parallel int
+}
+
+// withDefaults checks h and fills in its zero fields.
+func (h Harness) withDefaults() (Harness, error) {
+	switch {
+	case h.New == nil:
+		return h, errors.New("conformance: Harness.New is nil")
+	case h.TTL <= 0:
+		return h, errors.New("conformance: Harness.TTL must be positive")
+	case h.Parallel < 0:
+		return h, errors.New("conformance: Harness.Parallel must not be negative")
+	}
+	if h.Granularity <= 0 {
+		h.Granularity = time.Millisecond
+	}
+	if h.Tenures <= 0 {
+		h.Tenures = 2000
+	}
+	if h.Parallel == 0 {
+		h.Parallel = 8
+	}
+	if h.Prefix == "" {
+		var b [4]byte
+		_, _ = rand.Read(b[:])
+		h.Prefix = "conformance-" + hex.EncodeToString(b[:]) + "/"
+	}
+	return h, nil
 }

@@ -1,7 +1,6 @@
 package conformance
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"math/rand"
@@ -96,7 +95,7 @@ var lockModel = porcupine.Model{
 // classify maps a Locker result to the model's outcomes; any other error
 // fails the test, since a store that fails under this light load cannot be
 // checked.
-func classify(t *testing.T, op lockOp, l lease.Lease, err error) (lockOutput, bool) {
+func classify(t testing.TB, op lockOp, l lease.Lease, err error) (lockOutput, bool) {
 	for _, sentinel := range []error{lease.ErrHeld, lease.ErrLost, lease.ErrNotHeld} {
 		if errors.Is(err, sentinel) {
 			out := lockOutput{err: sentinel}
@@ -114,89 +113,88 @@ func classify(t *testing.T, op lockOp, l lease.Lease, err error) (lockOutput, bo
 	return lockOutput{owner: l.Owner, token: l.Token}, true
 }
 
-func init() {
-	register("history of concurrent acquire, renew, release and inspect is linearizable", func(t *testing.T, s *suite) {
-		const clients, opsPerClient, rounds = 6, 40, 3
-		lockers := []lease.Locker{s.locker(t), s.locker(t)}
-		for round := 0; round < rounds; round++ {
-			name := s.name(fmt.Sprintf("history-%d", round))
-			base := time.Now()
-			var (
-				mu      sync.Mutex
-				history []porcupine.Operation
-				wg      sync.WaitGroup
-			)
-			for c := 0; c < clients; c++ {
-				wg.Add(1)
-				go func(c int) {
-					defer wg.Done()
-					rng := rand.New(rand.NewSource(int64(round*clients + c)))
-					l := lockers[c%2]
-					owner := fmt.Sprintf("owner-%d", c%3) // two clients share each owner
-					var mine []lease.Lease
-					for i := 0; i < opsPerClient; i++ {
-						op := lockOp(rng.Intn(4))
-						in := lockInput{op: op, owner: owner}
-						var held lease.Lease
-						if op == opRenew || op == opRelease {
-							if len(mine) == 0 {
-								op, in.op = opAcquire, opAcquire
-							} else {
-								held = mine[rng.Intn(len(mine))] // sometimes a stale one
-								in.token = held.Token
-							}
-						}
-						ctx := context.Background()
-						call := time.Since(base).Nanoseconds()
-						var (
-							got lease.Lease
-							err error
-						)
-						switch op {
-						case opAcquire:
-							got, err = l.Acquire(ctx, name, owner, long)
-						case opRenew:
-							got, err = l.Renew(ctx, held, long)
-						case opRelease:
-							err = l.Release(ctx, held)
-						case opInspect:
-							got, err = l.Inspect(ctx, name)
-						}
-						ret := time.Since(base).Nanoseconds()
-						out, ok := classify(t, op, got, err)
-						if !ok {
-							return
-						}
-						if op == opAcquire && err == nil {
-							mine = append(mine, got)
-						}
-						mu.Lock()
-						history = append(history, porcupine.Operation{ClientId: c, Input: in, Call: call, Output: out, Return: ret})
-						mu.Unlock()
-					}
-				}(c)
-			}
-			wg.Wait()
-			if t.Failed() {
-				return
-			}
-			res, info := porcupine.CheckOperationsVerbose(lockModel, history, 30*time.Second)
-			switch res {
-			case porcupine.Illegal:
-				t.Errorf("round %d: the history of %d operations on %q is not linearizable against a lock: two holders at once, a token that did not grow, or a stale owner's call that succeeded", round, len(history), name)
-				for _, partial := range info.PartialLinearizationsOperations() {
-					for _, ops := range partial {
-						if len(ops) > 0 {
-							last := ops[len(ops)-1]
-							t.Logf("longest linearizable prefix ends %d operations in, at %s", len(ops), lockModel.DescribeOperation(last.Input, last.Output))
+// historyLinearizable: history of concurrent acquire, renew, release and inspect is linearizable.
+func historyLinearizable(t testing.TB, s *suite) {
+	const clients, opsPerClient, rounds = 6, 40, 3
+	lockers := []lease.Locker{s.locker(t), s.locker(t)}
+	for round := 0; round < rounds; round++ {
+		name := s.name(fmt.Sprintf("history-%d", round))
+		base := time.Now()
+		var (
+			mu      sync.Mutex
+			history []porcupine.Operation
+			wg      sync.WaitGroup
+		)
+		for c := 0; c < clients; c++ {
+			wg.Add(1)
+			go func(c int) {
+				defer wg.Done()
+				rng := rand.New(rand.NewSource(int64(round*clients + c)))
+				l := lockers[c%2]
+				owner := fmt.Sprintf("owner-%d", c%3) // two clients share each owner
+				var mine []lease.Lease
+				for i := 0; i < opsPerClient; i++ {
+					op := lockOp(rng.Intn(4))
+					in := lockInput{op: op, owner: owner}
+					var held lease.Lease
+					if op == opRenew || op == opRelease {
+						if len(mine) == 0 {
+							op, in.op = opAcquire, opAcquire
+						} else {
+							held = mine[rng.Intn(len(mine))] // sometimes a stale one
+							in.token = held.Token
 						}
 					}
-					break
+					ctx := t.Context()
+					call := time.Since(base).Nanoseconds()
+					var (
+						got lease.Lease
+						err error
+					)
+					switch op {
+					case opAcquire:
+						got, err = l.Acquire(ctx, name, owner, long)
+					case opRenew:
+						got, err = l.Renew(ctx, held, long)
+					case opRelease:
+						err = l.Release(ctx, held)
+					case opInspect:
+						got, err = l.Inspect(ctx, name)
+					}
+					ret := time.Since(base).Nanoseconds()
+					out, ok := classify(t, op, got, err)
+					if !ok {
+						return
+					}
+					if op == opAcquire && err == nil {
+						mine = append(mine, got)
+					}
+					mu.Lock()
+					history = append(history, porcupine.Operation{ClientId: c, Input: in, Call: call, Output: out, Return: ret})
+					mu.Unlock()
 				}
-				t.FailNow()
-			case porcupine.Unknown:
-				t.Logf("round %d: the linearizability check timed out; history not judged", round)
-			}
+			}(c)
 		}
-	})
+		wg.Wait()
+		if t.Failed() {
+			return
+		}
+		res, info := porcupine.CheckOperationsVerbose(lockModel, history, 30*time.Second)
+		switch res {
+		case porcupine.Illegal:
+			t.Errorf("round %d: the history of %d operations on %q is not linearizable against a lock: two holders at once, a token that did not grow, or a stale owner's call that succeeded", round, len(history), name)
+			for _, partial := range info.PartialLinearizationsOperations() {
+				for _, ops := range partial {
+					if len(ops) > 0 {
+						last := ops[len(ops)-1]
+						t.Logf("longest linearizable prefix ends %d operations in, at %s", len(ops), lockModel.DescribeOperation(last.Input, last.Output))
+					}
+				}
+				break
+			}
+			t.FailNow()
+		case porcupine.Unknown:
+			t.Logf("round %d: the linearizability check timed out; history not judged", round)
+		}
+	}
 }

@@ -1,7 +1,6 @@
 package conformance
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -21,37 +20,38 @@ var awkward = []string{
 }
 
 // Contract line 8: every valid name is its own lease.
-func init() {
-	register("names with awkward characters never collide", func(t *testing.T, s *suite) {
-		l := s.locker(t)
-		base := s.name("")
-		var held []lease.Lease
-		for i, suffix := range awkward {
-			got, _ := s.acquire(t, l, base+suffix, fmt.Sprintf("owner-%d", i), long)
-			held = append(held, got)
-		}
-		for _, h := range held {
-			s.mustHold(t, l, h, fmt.Sprintf("name %q among similar names", h.Name))
-		}
-	})
 
-	register("long names sharing a 1000-byte prefix do not collide", func(t *testing.T, s *suite) {
-		l := s.locker(t)
-		base := s.name("")
-		base += strings.Repeat("p", 1000-len(base))
-		var held []lease.Lease
-		for i := 0; i < 8; i++ {
-			suffix := fmt.Sprintf("%024d", i) // names of exactly 1024 bytes
-			if i%2 == 1 {
-				suffix = suffix[:len(suffix)-1-i] // and a few shorter ones
-			}
-			got, _ := s.acquire(t, l, base+suffix, fmt.Sprintf("owner-%d", i), long)
-			held = append(held, got)
+// awkwardNames: names with awkward characters never collide.
+func awkwardNames(t testing.TB, s *suite) {
+	l := s.locker(t)
+	base := s.name("")
+	var held []lease.Lease
+	for i, suffix := range awkward {
+		got, _ := s.acquire(t, l, base+suffix, fmt.Sprintf("owner-%d", i), long)
+		held = append(held, got)
+	}
+	for _, h := range held {
+		s.mustHold(t, l, h, fmt.Sprintf("name %q among similar names", h.Name))
+	}
+}
+
+// longNamesSharingAPrefix: long names sharing a 1000-byte prefix do not collide.
+func longNamesSharingAPrefix(t testing.TB, s *suite) {
+	l := s.locker(t)
+	base := s.name("")
+	base += strings.Repeat("p", 1000-len(base))
+	var held []lease.Lease
+	for i := 0; i < 8; i++ {
+		suffix := fmt.Sprintf("%024d", i) // names of exactly 1024 bytes
+		if i%2 == 1 {
+			suffix = suffix[:len(suffix)-1-i] // and a few shorter ones
 		}
-		for _, h := range held {
-			s.mustHold(t, l, h, fmt.Sprintf("a %d-byte name sharing a 1000-byte prefix", len(h.Name)))
-		}
-		_, err := l.Acquire(context.Background(), held[0].Name, "intruder", long)
-		s.mustBeHeld(t, "Acquire of a long name by another owner", err, held[0].Name, held[0].Owner, long)
-	})
+		got, _ := s.acquire(t, l, base+suffix, fmt.Sprintf("owner-%d", i), long)
+		held = append(held, got)
+	}
+	for _, h := range held {
+		s.mustHold(t, l, h, fmt.Sprintf("a %d-byte name sharing a 1000-byte prefix", len(h.Name)))
+	}
+	_, err := l.Acquire(t.Context(), held[0].Name, "intruder", long)
+	s.mustBeHeld(t, "Acquire of a long name by another owner", err, held[0].Name, held[0].Owner, long)
 }

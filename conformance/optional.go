@@ -1,69 +1,131 @@
 package conformance
 
 import (
-	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/leasekit/lease"
 )
 
 // The optional interfaces, checked where a Locker implements them.
-func init() {
-	register("list returns the held tenures under a prefix in name order", func(t *testing.T, s *suite) {
-		l := s.locker(t)
-		lister, ok := l.(lease.Lister)
-		if !ok {
-			t.Skip("the Locker does not implement lease.Lister")
+
+// listUnderPrefix: list returns the held tenures under a prefix in name order.
+func listUnderPrefix(t testing.TB, s *suite) {
+	l := s.locker(t)
+	lister, ok := l.(lease.Lister)
+	if !ok {
+		t.Skip("the Locker does not implement lease.Lister")
+	}
+	prefix := s.name("list/")
+	if _, err := lister.List(t.Context(), prefix); errors.Is(err, errors.ErrUnsupported) {
+		t.Skip("the store cannot list: ", err)
+	}
+	b, _ := s.acquire(t, l, prefix+"b", "owner-b", long)
+	a, _ := s.acquire(t, l, prefix+"a", "owner-a", long)
+	gone, _ := s.acquire(t, l, prefix+"c", "owner-c", long)
+	if err := l.Release(t.Context(), gone); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	s.acquire(t, l, s.name("list-elsewhere"), "owner-x", long)
+	got, err := lister.List(t.Context(), prefix)
+	if err != nil {
+		t.Fatalf("List(%q): %v", prefix, err)
+	}
+	if len(got) != 2 {
+		t.Fatalf("List(%q) returned %d tenures, want 2 (a and b; c was released): %v", prefix, len(got), got)
+	}
+	for i, want := range []lease.Lease{a, b} {
+		if got[i].Name != want.Name || got[i].Owner != want.Owner || got[i].Token != want.Token {
+			t.Fatalf("List(%q)[%d] = %v, want %v", prefix, i, got[i], want)
 		}
-		prefix := s.name("list/")
-		b, _ := s.acquire(t, l, prefix+"b", "owner-b", long)
-		a, _ := s.acquire(t, l, prefix+"a", "owner-a", long)
-		gone, _ := s.acquire(t, l, prefix+"c", "owner-c", long)
-		if err := l.Release(context.Background(), gone); err != nil {
-			t.Fatalf("Release: %v", err)
-		}
-		s.acquire(t, l, s.name("list-elsewhere"), "owner-x", long)
-		got, err := lister.List(context.Background(), prefix)
-		if err != nil {
-			t.Fatalf("List(%q): %v", prefix, err)
-		}
-		if len(got) != 2 {
-			t.Fatalf("List(%q) returned %d tenures, want 2 (a and b; c was released): %v", prefix, len(got), got)
-		}
-		for i, want := range []lease.Lease{a, b} {
-			if got[i].Name != want.Name || got[i].Owner != want.Owner || got[i].Token != want.Token {
-				t.Fatalf("List(%q)[%d] = %v, want %v", prefix, i, got[i], want)
+	}
+}
+
+// forceRelease: force release ends any tenure and keeps token order.
+func forceRelease(t testing.TB, s *suite) {
+	l := s.locker(t)
+	fr, ok := l.(lease.ForceReleaser)
+	if !ok {
+		t.Skip("the Locker does not implement lease.ForceReleaser")
+	}
+	ctx := t.Context()
+	name := s.name("force")
+	_, err := fr.ForceRelease(ctx, name)
+	if errors.Is(err, errors.ErrUnsupported) {
+		t.Skip("the store cannot force a release: ", err)
+	}
+	if !errors.Is(err, lease.ErrNotHeld) {
+		t.Fatalf("ForceRelease of a free name: got %v, want ErrNotHeld", err)
+	}
+	held, _ := s.acquire(t, l, name, "owner-a", long)
+	got, err := fr.ForceRelease(ctx, name)
+	if err != nil {
+		t.Fatalf("ForceRelease of a held name: %v", err)
+	}
+	if got.Owner != held.Owner || got.Token != held.Token {
+		t.Fatalf("ForceRelease returned %v, want the ended tenure %v", got, held)
+	}
+	s.mustBeFree(t, l, name, "after ForceRelease")
+	_, err = l.Renew(ctx, held, long)
+	mustBeLost(t, "Renew after ForceRelease", err)
+	mustBeLost(t, "Release after ForceRelease", l.Release(ctx, held))
+	next, _ := s.acquire(t, l, name, "owner-b", long)
+	if next.Token <= held.Token {
+		t.Fatalf("Acquire after ForceRelease got token %d, not greater than %d", next.Token, held.Token)
+	}
+}
+
+// watchWakesOnRelease: a watch on a name wakes when its tenure is
+// released or force-released, and a stopped watch can be stopped again.
+func watchWakesOnRelease(t testing.TB, s *suite) {
+	l := s.locker(t)
+	w, ok := l.(lease.Waiter)
+	if !ok {
+		t.Skip("the Locker does not implement lease.Waiter")
+	}
+	ctx := t.Context()
+	name := s.name("watch")
+	watch, err := w.Watch(ctx, name)
+	if errors.Is(err, errors.ErrUnsupported) {
+		t.Skip("the store cannot watch: ", err)
+	}
+	if err != nil {
+		failCall(t, "Watch", err)
+	}
+	defer watch.Stop()
+	drain := func() {
+		for {
+			select {
+			case <-watch.Changed():
+			default:
+				return
 			}
 		}
-	})
-
-	register("force release ends any tenure and keeps token order", func(t *testing.T, s *suite) {
-		l := s.locker(t)
-		fr, ok := l.(lease.ForceReleaser)
-		if !ok {
-			t.Skip("the Locker does not implement lease.ForceReleaser")
+	}
+	wake := func(what string) {
+		t.Helper()
+		select {
+		case <-watch.Changed():
+		case <-time.After(5*time.Second + s.h.ExpiryLag):
+			t.Fatalf("the watch on %q did not wake within 5s of %s", name, what)
 		}
-		ctx := context.Background()
-		name := s.name("force")
-		if _, err := fr.ForceRelease(ctx, name); !errors.Is(err, lease.ErrNotHeld) {
-			t.Fatalf("ForceRelease of a free name: got %v, want ErrNotHeld", err)
+	}
+	held, _ := s.acquire(t, l, name, "owner-a", long)
+	drain() // an Acquire may wake it too: wake-ups are hints
+	if err := l.Release(ctx, held); err != nil {
+		failCall(t, "Release", err)
+	}
+	wake("a Release")
+	if fr, ok := l.(lease.ForceReleaser); ok {
+		s.acquire(t, l, name, "owner-b", long)
+		drain()
+		if _, err := fr.ForceRelease(ctx, name); err != nil && !errors.Is(err, errors.ErrUnsupported) {
+			failCall(t, "ForceRelease", err)
+		} else if err == nil {
+			wake("a ForceRelease")
 		}
-		held, _ := s.acquire(t, l, name, "owner-a", long)
-		got, err := fr.ForceRelease(ctx, name)
-		if err != nil {
-			t.Fatalf("ForceRelease of a held name: %v", err)
-		}
-		if got.Owner != held.Owner || got.Token != held.Token {
-			t.Fatalf("ForceRelease returned %v, want the ended tenure %v", got, held)
-		}
-		s.mustBeFree(t, l, name, "after ForceRelease")
-		_, err = l.Renew(ctx, held, long)
-		mustBeLost(t, "Renew after ForceRelease", err)
-		mustBeLost(t, "Release after ForceRelease", l.Release(ctx, held))
-		next, _ := s.acquire(t, l, name, "owner-b", long)
-		if next.Token <= held.Token {
-			t.Fatalf("Acquire after ForceRelease got token %d, not greater than %d", next.Token, held.Token)
-		}
-	})
+	}
+	watch.Stop()
+	watch.Stop()
 }

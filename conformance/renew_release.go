@@ -1,7 +1,6 @@
 package conformance
 
 import (
-	"context"
 	"errors"
 	"testing"
 	"time"
@@ -11,176 +10,243 @@ import (
 
 // Contract lines 4 and 5: Renew and Release, and what a stale owner can
 // no longer do.
-func init() {
-	register("renew keeps the token and moves expiry to now+ttl", func(t *testing.T, s *suite) {
-		l := s.locker(t)
-		name := s.name("renew")
-		// As in the re-entrancy case: 2 TTLs, renewed half a TTL in.
-		first, granted := s.acquire(t, l, name, "owner-a", 2*s.h.TTL)
-		s.pass(s.h.TTL / 2)
-		longer := 4*s.h.TTL + 2*s.h.ExpiryLag + 2*s.h.Granularity
-		renewed, _ := s.renew(t, l, first, longer)
-		if renewed.Expires.Before(first.Expires.Add(-s.h.Granularity)) {
-			t.Fatalf("Renew moved Expires back from %s to %s", first.Expires, renewed.Expires)
-		}
-		if s.h.Advance != nil {
-			s.h.Advance(2*s.h.TTL + s.h.Granularity + s.h.ExpiryLag)
-		} else {
-			time.Sleep(time.Until(granted.Add(2*s.h.TTL + s.h.Granularity + s.h.ExpiryLag + 50*time.Millisecond)))
-		}
-		s.mustHold(t, l, renewed, "after the first ttl passed, following a Renew with a longer ttl")
-		again, _ := s.renew(t, l, renewed, long)
-		s.mustHold(t, l, again, "after a second Renew")
-	})
 
-	register("release frees the name for another owner at once", func(t *testing.T, s *suite) {
-		l := s.locker(t)
-		name := s.name("release")
-		held, _ := s.acquire(t, l, name, "owner-a", long)
-		if err := l.Release(context.Background(), held); err != nil {
-			t.Fatalf("Release of an intact tenure: %v", err)
-		}
-		s.mustBeFree(t, l, name, "after Release")
-		next, _ := s.acquire(t, l, name, "owner-b", long)
-		if next.Token <= held.Token {
-			t.Fatalf("Acquire after Release got token %d, not greater than the released tenure's %d", next.Token, held.Token)
-		}
-	})
-
-	register("release then re-acquire by the same owner gets a larger token", func(t *testing.T, s *suite) {
-		l := s.locker(t)
-		name := s.name("release-reacquire")
-		held, _ := s.acquire(t, l, name, "owner-a", long)
-		if err := l.Release(context.Background(), held); err != nil {
-			t.Fatalf("Release of an intact tenure: %v", err)
-		}
-		next, _ := s.acquire(t, l, name, "owner-a", long)
-		if next.Token <= held.Token {
-			t.Fatalf("a new tenure after Release got token %d, not greater than the released tenure's %d", next.Token, held.Token)
-		}
-	})
-
-	register("released lease cannot be renewed or released again", func(t *testing.T, s *suite) {
-		l := s.locker(t)
-		name := s.name("released-stale")
-		held, _ := s.acquire(t, l, name, "owner-a", long)
-		if err := l.Release(context.Background(), held); err != nil {
-			t.Fatalf("Release of an intact tenure: %v", err)
-		}
-		err := l.Release(context.Background(), held)
-		mustBeLost(t, "a second Release of the same tenure", err)
-		_, err = l.Renew(context.Background(), held, long)
-		mustBeLost(t, "Renew of a released tenure", err)
-		s.mustBeFree(t, l, name, "after Renew of a released tenure")
-	})
-
-	register("stale owner cannot renew after takeover", func(t *testing.T, s *suite) {
-		l := s.locker(t)
-		name := s.name("stale-renew-takeover")
-		old, granted := s.acquire(t, l, name, "owner-a", s.h.TTL)
-		s.expire(t, l, name, s.h.TTL, granted)
-		cur, _ := s.acquire(t, l, name, "owner-b", long)
-		_, err := l.Renew(context.Background(), old, long)
-		mustBeLost(t, "Renew by the owner whose tenure was taken over", err)
-		s.mustHold(t, l, cur, "after the stale Renew")
-	})
-
-	register("stale owner cannot release after takeover", func(t *testing.T, s *suite) {
-		l := s.locker(t)
-		name := s.name("stale-release-takeover")
-		old, granted := s.acquire(t, l, name, "owner-a", s.h.TTL)
-		s.expire(t, l, name, s.h.TTL, granted)
-		cur, _ := s.acquire(t, l, name, "owner-b", long)
-		err := l.Release(context.Background(), old)
-		mustBeLost(t, "Release by the owner whose tenure was taken over", err)
-		s.mustHold(t, l, cur, "after the stale Release")
-	})
-
-	register("stale owner cannot renew or release after its own re-acquire started a new tenure", func(t *testing.T, s *suite) {
-		l := s.locker(t)
-		name := s.name("stale-same-owner")
-		old, granted := s.acquire(t, l, name, "owner-a", s.h.TTL)
-		s.expire(t, l, name, s.h.TTL, granted)
-		cur, _ := s.acquire(t, l, name, "owner-a", long)
-		_, err := l.Renew(context.Background(), old, long)
-		mustBeLost(t, "Renew with the token of the owner's expired tenure", err)
-		err = l.Release(context.Background(), old)
-		mustBeLost(t, "Release with the token of the owner's expired tenure", err)
-		s.mustHold(t, l, cur, "after the stale Renew and Release")
-	})
-
-	register("stale owner cannot renew after plain expiry", func(t *testing.T, s *suite) {
-		l := s.locker(t)
-		name := s.name("stale-renew-expired")
-		old, granted := s.acquire(t, l, name, "owner-a", s.h.TTL)
-		s.expire(t, l, name, s.h.TTL, granted)
-		_, err := l.Renew(context.Background(), old, long)
-		mustBeLost(t, "Renew of an expired tenure", err)
-		s.mustBeFree(t, l, name, "after Renew of an expired tenure (it must not be revived)")
-		next, _ := s.acquire(t, l, name, "owner-b", long)
-		if next.Token <= old.Token {
-			t.Fatalf("Acquire after expiry got token %d, not greater than %d", next.Token, old.Token)
-		}
-	})
-
-	register("stale owner cannot release after plain expiry", func(t *testing.T, s *suite) {
-		l := s.locker(t)
-		name := s.name("stale-release-expired")
-		old, granted := s.acquire(t, l, name, "owner-a", s.h.TTL)
-		s.expire(t, l, name, s.h.TTL, granted)
-		err := l.Release(context.Background(), old)
-		mustBeLost(t, "Release of an expired tenure", err)
-		s.mustBeFree(t, l, name, "after Release of an expired tenure")
-	})
-
-	register("renew and release check owner and token, not just the name", func(t *testing.T, s *suite) {
-		l := s.locker(t)
-		name := s.name("forged")
-		held, _ := s.acquire(t, l, name, "owner-a", long)
-		forged := []struct {
-			what string
-			l    lease.Lease
-		}{
-			{"another owner with the holder's token", lease.Lease{Name: name, Owner: "owner-b", Token: held.Token}},
-			{"the holder with a larger token", lease.Lease{Name: name, Owner: held.Owner, Token: held.Token + 1}},
-			{"the holder with a smaller token", lease.Lease{Name: name, Owner: held.Owner, Token: held.Token - 1}},
-		}
-		for _, f := range forged {
-			if f.l.Token == 0 {
-				continue
-			}
-			_, err := l.Renew(context.Background(), f.l, long)
-			mustBeLost(t, "Renew by "+f.what, err)
-			err = l.Release(context.Background(), f.l)
-			mustBeLost(t, "Release by "+f.what, err)
-		}
-		s.mustHold(t, l, held, "after forged Renew and Release calls")
-	})
+// renewKeepsToken: renew keeps the token and moves expiry to now+ttl.
+func renewKeepsToken(t testing.TB, s *suite) {
+	l := s.locker(t)
+	name := s.name("renew")
+	// As in the re-entrancy case: 2 TTLs, renewed half a TTL in.
+	first, granted := s.acquire(t, l, name, "owner-a", 2*s.h.TTL)
+	s.pass(s.h.TTL / 2)
+	longer := 4*s.h.TTL + 2*s.h.ExpiryLag + 2*s.h.Granularity
+	renewed, _ := s.renew(t, l, first, longer)
+	if renewed.Expires.Before(first.Expires.Add(-s.h.Granularity)) {
+		t.Fatalf("Renew moved Expires back from %s to %s", first.Expires, renewed.Expires)
+	}
+	if s.h.Advance != nil {
+		s.h.Advance(2*s.h.TTL + s.h.Granularity + s.h.ExpiryLag)
+	} else {
+		time.Sleep(time.Until(granted.Add(2*s.h.TTL + s.h.Granularity + s.h.ExpiryLag + 50*time.Millisecond)))
+	}
+	s.mustHold(t, l, renewed, "after the first ttl passed, following a Renew with a longer ttl")
+	again, _ := s.renew(t, l, renewed, long)
+	s.mustHold(t, l, again, "after a second Renew")
 }
 
-func init() {
-	register("renew and re-acquire with a shorter ttl end the tenure sooner", func(t *testing.T, s *suite) {
-		l := s.locker(t)
-		ctx := context.Background()
-		for _, how := range []string{"Renew", "Acquire"} {
-			name := s.name("shorter-" + how)
-			held, _ := s.acquire(t, l, name, "owner-a", long)
-			var granted time.Time
-			if how == "Renew" {
-				_, granted = s.renew(t, l, held, s.h.TTL)
-			} else {
-				var again lease.Lease
-				again, granted = s.acquire(t, l, name, "owner-a", s.h.TTL)
-				if again.Token != held.Token {
-					t.Fatalf("re-entrant Acquire with a shorter ttl changed the token from %d to %d", held.Token, again.Token)
-				}
-			}
-			// "now+ttl" holds both ways: the tenure must end one short ttl
-			// after the call, not keep the longer expiry it had.
-			s.expire(t, l, name, s.h.TTL, granted)
-			if _, err := l.Renew(ctx, held, long); !errors.Is(err, lease.ErrLost) {
-				t.Fatalf("Renew after the shortened tenure expired: got %v, want ErrLost", err)
+// releaseFreesName: release frees the name for another owner at once.
+func releaseFreesName(t testing.TB, s *suite) {
+	l := s.locker(t)
+	name := s.name("release")
+	held, _ := s.acquire(t, l, name, "owner-a", long)
+	if err := l.Release(t.Context(), held); err != nil {
+		t.Fatalf("Release of an intact tenure: %v", err)
+	}
+	s.mustBeFree(t, l, name, "after Release")
+	next, _ := s.acquire(t, l, name, "owner-b", long)
+	if next.Token <= held.Token {
+		t.Fatalf("Acquire after Release got token %d, not greater than the released tenure's %d", next.Token, held.Token)
+	}
+}
+
+// releaseThenReacquire: release then re-acquire by the same owner gets a larger token.
+func releaseThenReacquire(t testing.TB, s *suite) {
+	l := s.locker(t)
+	name := s.name("release-reacquire")
+	held, _ := s.acquire(t, l, name, "owner-a", long)
+	if err := l.Release(t.Context(), held); err != nil {
+		t.Fatalf("Release of an intact tenure: %v", err)
+	}
+	next, _ := s.acquire(t, l, name, "owner-a", long)
+	if next.Token <= held.Token {
+		t.Fatalf("a new tenure after Release got token %d, not greater than the released tenure's %d", next.Token, held.Token)
+	}
+}
+
+// releasedLeaseIsLost: released lease cannot be renewed or released again.
+func releasedLeaseIsLost(t testing.TB, s *suite) {
+	l := s.locker(t)
+	name := s.name("released-stale")
+	held, _ := s.acquire(t, l, name, "owner-a", long)
+	if err := l.Release(t.Context(), held); err != nil {
+		t.Fatalf("Release of an intact tenure: %v", err)
+	}
+	err := l.Release(t.Context(), held)
+	mustBeLost(t, "a second Release of the same tenure", err)
+	_, err = l.Renew(t.Context(), held, long)
+	mustBeLost(t, "Renew of a released tenure", err)
+	s.mustBeFree(t, l, name, "after Renew of a released tenure")
+}
+
+// oldOwnerCannotRenewAfterTakeover: stale owner cannot renew after takeover.
+func oldOwnerCannotRenewAfterTakeover(t testing.TB, s *suite) {
+	l := s.locker(t)
+	name := s.name("stale-renew-takeover")
+	old, granted := s.acquire(t, l, name, "owner-a", s.h.TTL)
+	s.expire(t, l, name, s.h.TTL, granted)
+	cur, _ := s.acquire(t, l, name, "owner-b", long)
+	_, err := l.Renew(t.Context(), old, long)
+	mustBeLost(t, "Renew by the owner whose tenure was taken over", err)
+	s.mustHold(t, l, cur, "after the stale Renew")
+}
+
+// oldOwnerCannotReleaseAfterTakeover: stale owner cannot release after takeover.
+func oldOwnerCannotReleaseAfterTakeover(t testing.TB, s *suite) {
+	l := s.locker(t)
+	name := s.name("stale-release-takeover")
+	old, granted := s.acquire(t, l, name, "owner-a", s.h.TTL)
+	s.expire(t, l, name, s.h.TTL, granted)
+	cur, _ := s.acquire(t, l, name, "owner-b", long)
+	err := l.Release(t.Context(), old)
+	mustBeLost(t, "Release by the owner whose tenure was taken over", err)
+	s.mustHold(t, l, cur, "after the stale Release")
+}
+
+// oldTenureOfSameOwnerIsLost: stale owner cannot renew or release after its own re-acquire started a new tenure.
+func oldTenureOfSameOwnerIsLost(t testing.TB, s *suite) {
+	l := s.locker(t)
+	name := s.name("stale-same-owner")
+	old, granted := s.acquire(t, l, name, "owner-a", s.h.TTL)
+	s.expire(t, l, name, s.h.TTL, granted)
+	cur, _ := s.acquire(t, l, name, "owner-a", long)
+	_, err := l.Renew(t.Context(), old, long)
+	mustBeLost(t, "Renew with the token of the owner's expired tenure", err)
+	err = l.Release(t.Context(), old)
+	mustBeLost(t, "Release with the token of the owner's expired tenure", err)
+	s.mustHold(t, l, cur, "after the stale Renew and Release")
+}
+
+// oldOwnerCannotRenewAfterExpiry: stale owner cannot renew after plain expiry.
+func oldOwnerCannotRenewAfterExpiry(t testing.TB, s *suite) {
+	l := s.locker(t)
+	name := s.name("stale-renew-expired")
+	old, granted := s.acquire(t, l, name, "owner-a", s.h.TTL)
+	s.expire(t, l, name, s.h.TTL, granted)
+	_, err := l.Renew(t.Context(), old, long)
+	mustBeLost(t, "Renew of an expired tenure", err)
+	s.mustBeFree(t, l, name, "after Renew of an expired tenure (it must not be revived)")
+	next, _ := s.acquire(t, l, name, "owner-b", long)
+	if next.Token <= old.Token {
+		t.Fatalf("Acquire after expiry got token %d, not greater than %d", next.Token, old.Token)
+	}
+}
+
+// oldOwnerCannotReleaseAfterExpiry: stale owner cannot release after plain expiry.
+func oldOwnerCannotReleaseAfterExpiry(t testing.TB, s *suite) {
+	l := s.locker(t)
+	name := s.name("stale-release-expired")
+	old, granted := s.acquire(t, l, name, "owner-a", s.h.TTL)
+	s.expire(t, l, name, s.h.TTL, granted)
+	err := l.Release(t.Context(), old)
+	mustBeLost(t, "Release of an expired tenure", err)
+	s.mustBeFree(t, l, name, "after Release of an expired tenure")
+}
+
+// forgedLeaseIsLost: renew and release check owner and token, not just the name.
+func forgedLeaseIsLost(t testing.TB, s *suite) {
+	l := s.locker(t)
+	name := s.name("forged")
+	held, _ := s.acquire(t, l, name, "owner-a", long)
+	forged := []struct {
+		what string
+		l    lease.Lease
+	}{
+		{"another owner with the holder's token", lease.Lease{Name: name, Owner: "owner-b", Token: held.Token}},
+		{"the holder with a larger token", lease.Lease{Name: name, Owner: held.Owner, Token: held.Token + 1}},
+		{"the holder with a smaller token", lease.Lease{Name: name, Owner: held.Owner, Token: held.Token - 1}},
+	}
+	for _, f := range forged {
+		if f.l.Token == 0 {
+			continue
+		}
+		_, err := l.Renew(t.Context(), f.l, long)
+		mustBeLost(t, "Renew by "+f.what, err)
+		err = l.Release(t.Context(), f.l)
+		mustBeLost(t, "Release by "+f.what, err)
+	}
+	s.mustHold(t, l, held, "after forged Renew and Release calls")
+}
+
+// shorterTTLEndsSooner: renew and re-acquire with a shorter ttl end the tenure sooner.
+func shorterTTLEndsSooner(t testing.TB, s *suite) {
+	l := s.locker(t)
+	ctx := t.Context()
+	for _, how := range []string{"Renew", "Acquire"} {
+		name := s.name("shorter-" + how)
+		held, _ := s.acquire(t, l, name, "owner-a", long)
+		var granted time.Time
+		if how == "Renew" {
+			_, granted = s.renew(t, l, held, s.h.TTL)
+		} else {
+			var again lease.Lease
+			again, granted = s.acquire(t, l, name, "owner-a", s.h.TTL)
+			if again.Token != held.Token {
+				t.Fatalf("re-entrant Acquire with a shorter ttl changed the token from %d to %d", held.Token, again.Token)
 			}
 		}
-	})
+		// "now+ttl" holds both ways: the tenure must end one short ttl
+		// after the call, not keep the longer expiry it had.
+		s.expire(t, l, name, s.h.TTL, granted)
+		if _, err := l.Renew(ctx, held, long); !errors.Is(err, lease.ErrLost) {
+			t.Fatalf("Renew after the shortened tenure expired: got %v, want ErrLost", err)
+		}
+	}
+}
+
+// batchRenewMatchesRenew: a batch of renewals mixing intact, expired,
+// released, taken-over and forged tenures gives each exactly the answer a
+// single Renew would, and changes only the intact ones.
+func batchRenewMatchesRenew(t testing.TB, s *suite) {
+	l := s.locker(t)
+	br, ok := l.(lease.BatchRenewer)
+	if !ok {
+		t.Skip("the Locker does not implement lease.BatchRenewer")
+	}
+	ctx := t.Context()
+	intact, _ := s.acquire(t, l, s.name("batch-intact"), "owner-a", long)
+	released, _ := s.acquire(t, l, s.name("batch-released"), "owner-a", long)
+	if err := l.Release(ctx, released); err != nil {
+		failCall(t, "Release", err)
+	}
+	expiredName, takenName := s.name("batch-expired"), s.name("batch-taken")
+	expired, granted := s.acquire(t, l, expiredName, "owner-a", s.h.TTL)
+	taken, _ := s.acquire(t, l, takenName, "owner-a", s.h.TTL)
+	s.expire(t, l, expiredName, s.h.TTL, granted)
+	s.expire(t, l, takenName, s.h.TTL, granted)
+	taker, _ := s.acquire(t, l, takenName, "owner-b", long)
+	forged := intact
+	forged.Token++
+
+	reqs := []lease.RenewRequest{
+		{Lease: intact, TTL: long},
+		{Lease: expired, TTL: long},
+		{Lease: released, TTL: long},
+		{Lease: taken, TTL: long},
+		{Lease: forged, TTL: long},
+		{Lease: lease.Lease{}, TTL: long},
+		{Lease: intact, TTL: 0},
+	}
+	start := time.Now()
+	res := br.RenewBatch(ctx, reqs)
+	done := time.Now()
+	if len(res) != len(reqs) {
+		t.Fatalf("RenewBatch returned %d results for %d requests", len(res), len(reqs))
+	}
+	if res[0].Err != nil {
+		failCall(t, "RenewBatch of an intact tenure", res[0].Err)
+	}
+	s.checkLease(t, "RenewBatch", res[0].Lease, intact.Name, intact.Owner, long, start, done)
+	if res[0].Lease.Token != intact.Token {
+		t.Fatalf("RenewBatch changed the token from %d to %d", intact.Token, res[0].Lease.Token)
+	}
+	for i, what := range []string{"", "an expired tenure", "a released tenure", "a taken-over tenure", "a forged token"} {
+		if i > 0 {
+			mustBeLost(t, "RenewBatch of "+what, res[i].Err)
+		}
+	}
+	mustBeInvalid(t, "RenewBatch of the zero Lease", res[5].Err, "Lease")
+	mustBeInvalid(t, "RenewBatch with ttl 0", res[6].Err, "ttl")
+	s.mustHold(t, l, res[0].Lease, "after RenewBatch")
+	s.mustBeFree(t, l, expiredName, "after RenewBatch of an expired tenure (it must not be revived)")
+	s.mustBeFree(t, l, released.Name, "after RenewBatch of a released tenure")
+	s.mustHold(t, l, taker, "after RenewBatch of the tenure it took over")
 }

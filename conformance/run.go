@@ -11,147 +11,201 @@ import (
 )
 
 // lease.Run over the store: the helper programs call.
-func init() {
-	register("Run holds the lease while fn runs and releases it after", func(t *testing.T, s *suite) {
-		l := s.locker(t)
-		name := s.name("run")
-		var inside lease.Lease
-		err := lease.Run(context.Background(), l, name, long, func(ctx context.Context) error {
-			got, ok := lease.FromContext(ctx)
-			if !ok {
-				return errors.New("fn's context carries no lease")
+
+// runHoldsAndReleases: Run holds the lease while fn runs and releases it after.
+func runHoldsAndReleases(t testing.TB, s *suite) {
+	l := s.locker(t)
+	name := s.name("run")
+	var inside lease.Lease
+	err := lease.Run(t.Context(), l, name, long, func(ctx context.Context) error {
+		got, ok := lease.FromContext(ctx)
+		if !ok {
+			return errors.New("fn's context carries no lease")
+		}
+		inside = got
+		s.mustHold(t, l, got, "inside Run")
+		_, err := l.Acquire(ctx, name, "intruder", long)
+		s.mustBeHeld(t, "Acquire by another owner inside Run", err, name, got.Owner, long)
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	s.mustBeFree(t, l, name, "after Run returned")
+	if _, err := l.Renew(t.Context(), inside, long); !errors.Is(err, lease.ErrLost) {
+		t.Fatalf("Renew of the lease Run released: got %v, want ErrLost", err)
+	}
+}
+
+// runBusyNeverCallsFn: Run returns HeldError without calling fn when the lease is busy.
+func runBusyNeverCallsFn(t testing.TB, s *suite) {
+	l := s.locker(t)
+	name := s.name("run-busy")
+	s.acquire(t, l, name, "owner-a", long)
+	called := false
+	err := lease.Run(t.Context(), l, name, long, func(context.Context) error { called = true; return nil })
+	if called {
+		t.Fatal("Run called fn while another owner held the lease")
+	}
+	s.mustBeHeld(t, "Run", err, name, "owner-a", long)
+}
+
+// runConcurrentOnlyOne: two concurrent Runs for one name: only one runs fn.
+func runConcurrentOnlyOne(t testing.TB, s *suite) {
+	l := s.locker(t)
+	name := s.name("run-concurrent")
+	var running, ran atomic.Int32
+	release := make(chan struct{})
+	results := make(chan error, 2)
+	for i := 0; i < 2; i++ {
+		go func() {
+			results <- lease.Run(t.Context(), l, name, long, func(context.Context) error {
+				if running.Add(1) > 1 {
+					t.Error("two Runs are inside fn at once")
+				}
+				ran.Add(1)
+				<-release // stay inside until the other Run has returned
+				running.Add(-1)
+				return nil
+			})
+		}()
+	}
+	var errs []error
+	limit := time.After(20 * time.Second)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+wait:
+	for {
+		select {
+		case err := <-results:
+			errs = append(errs, err)
+			break wait
+		case <-tick.C:
+			if running.Load() > 1 {
+				break wait // both are inside fn: already a failure
 			}
-			inside = got
-			s.mustHold(t, l, got, "inside Run")
-			_, err := l.Acquire(ctx, name, "intruder", long)
-			s.mustBeHeld(t, "Acquire by another owner inside Run", err, name, got.Owner, long)
-			return nil
-		})
-		if err != nil {
-			t.Fatalf("Run: %v", err)
+		case <-limit:
+			break wait
 		}
-		s.mustBeFree(t, l, name, "after Run returned")
-		if _, err := l.Renew(context.Background(), inside, long); !errors.Is(err, lease.ErrLost) {
-			t.Fatalf("Renew of the lease Run released: got %v, want ErrLost", err)
-		}
-	})
-
-	register("Run returns HeldError without calling fn when the lease is busy", func(t *testing.T, s *suite) {
-		l := s.locker(t)
-		name := s.name("run-busy")
-		s.acquire(t, l, name, "owner-a", long)
-		called := false
-		err := lease.Run(context.Background(), l, name, long, func(context.Context) error { called = true; return nil })
-		if called {
-			t.Fatal("Run called fn while another owner held the lease")
-		}
-		s.mustBeHeld(t, "Run", err, name, "owner-a", long)
-	})
-
-	register("two concurrent Runs for one name: only one runs fn", func(t *testing.T, s *suite) {
-		l := s.locker(t)
-		name := s.name("run-concurrent")
-		var running, ran atomic.Int32
-		release := make(chan struct{})
-		results := make(chan error, 2)
-		for i := 0; i < 2; i++ {
-			go func() {
-				results <- lease.Run(context.Background(), l, name, long, func(context.Context) error {
-					if running.Add(1) > 1 {
-						t.Error("two Runs are inside fn at once")
-					}
-					ran.Add(1)
-					<-release // stay inside until the other Run has returned
-					running.Add(-1)
-					return nil
-				})
-			}()
-		}
-		var errs []error
+	}
+	close(release)
+	for len(errs) < 2 {
 		select {
 		case err := <-results:
 			errs = append(errs, err)
 		case <-time.After(20 * time.Second):
-			close(release)
-			t.Fatalf("neither Run returned while one of them was inside fn (ran %d times)", ran.Load())
+			t.Fatalf("a Run did not return after fn did (ran %d times)", ran.Load())
 		}
-		close(release)
-		errs = append(errs, <-results)
-		if ran.Load() != 1 {
-			t.Fatalf("fn ran %d times, want once", ran.Load())
-		}
-		if !errors.Is(errs[0], lease.ErrHeld) {
-			t.Fatalf("the first Run to return got %v; want ErrHeld, since the other was inside fn", errs[0])
-		}
-		if errs[1] != nil {
-			t.Fatalf("the Run that held the lease returned %v", errs[1])
-		}
-	})
+	}
+	if len(errs) == 2 && ran.Load() == 0 {
+		t.Fatalf("neither Run entered fn: %v; %v", errs[0], errs[1])
+	}
+	if ran.Load() != 1 {
+		t.Fatalf("fn ran %d times, want once", ran.Load())
+	}
+	if !errors.Is(errs[0], lease.ErrHeld) {
+		t.Fatalf("the first Run to return got %v; want ErrHeld, since the other was inside fn", errs[0])
+	}
+	if errs[1] != nil {
+		t.Fatalf("the Run that held the lease returned %v", errs[1])
+	}
+}
 
-	register("Run cancels fn's context with ErrLost when a renewal finds the lease lost", func(t *testing.T, s *suite) {
-		l := s.locker(t)
-		name := s.name("run-lost")
-		ttl := max(s.h.TTL, time.Second) * 3
-		err := lease.Run(context.Background(), l, name, ttl, func(ctx context.Context) error {
-			held, _ := lease.FromContext(ctx)
-			// Someone ends the tenure behind fn's back (an operator's forced
-			// release, or a takeover after a long pause).
-			if err := l.Release(context.Background(), held); err != nil {
-				t.Errorf("Release behind Run's back: %v", err)
+// runCancelsOnLoss: Run cancels fn's context with ErrLost when a renewal finds the lease lost.
+func runCancelsOnLoss(t testing.TB, s *suite) {
+	l := s.locker(t)
+	name := s.name("run-lost")
+	ttl := max(s.h.TTL, time.Second) * 3
+	err := lease.Run(t.Context(), l, name, ttl, func(ctx context.Context) error {
+		held, _ := lease.FromContext(ctx)
+		// Someone ends the tenure behind fn's back (an operator's forced
+		// release, or a takeover after a long pause).
+		if err := l.Release(t.Context(), held); err != nil {
+			t.Errorf("Release behind Run's back: %v", err)
+		}
+		select {
+		case <-ctx.Done():
+			if !errors.Is(context.Cause(ctx), lease.ErrLost) {
+				t.Errorf("fn's context ended with cause %v, want one matching ErrLost", context.Cause(ctx))
+			}
+			return nil
+		case <-time.After(2 * ttl):
+			t.Error("fn's context was not cancelled after its lease was released behind its back")
+			return nil
+		}
+	}, lease.WithRenewEvery(ttl/10))
+	if !errors.Is(err, lease.ErrLost) {
+		t.Fatalf("Run returned %v; want an error matching ErrLost", err)
+	}
+}
+
+// runRenewsWhileFnRuns: Run renews the lease while fn outlives the ttl.
+func runRenewsWhileFnRuns(t testing.TB, s *suite) {
+	if s.h.Advance != nil {
+		t.Skip("with a simulated store clock, real time does not expire tenures")
+	}
+	l := s.locker(t)
+	name := s.name("run-renew")
+	// At least a second, so that renewals every ttl/3 survive a loaded
+	// machine's scheduling delays.
+	ttl := max(s.h.TTL, time.Second) + s.h.Granularity
+	err := lease.Run(t.Context(), l, name, ttl, func(ctx context.Context) error {
+		held, _ := lease.FromContext(ctx)
+		end := time.Now().Add(2*ttl + s.h.ExpiryLag)
+		for time.Now().Before(end) {
+			_, err := l.Acquire(t.Context(), name, "intruder", long)
+			if err == nil {
+				t.Error("another owner acquired the lease while Run was renewing it")
+				return nil
+			}
+			if !errors.Is(err, lease.ErrHeld) {
+				t.Errorf("Acquire by another owner: %v", err)
+				return nil
 			}
 			select {
 			case <-ctx.Done():
-				if !errors.Is(context.Cause(ctx), lease.ErrLost) {
-					t.Errorf("fn's context ended with cause %v, want one matching ErrLost", context.Cause(ctx))
-				}
+				t.Errorf("fn's context ended while renewals should keep the lease: %v", context.Cause(ctx))
 				return nil
-			case <-time.After(2 * ttl):
-				t.Error("fn's context was not cancelled after its lease was released behind its back")
-				return nil
+			case <-time.After(ttl / 4):
 			}
-		}, lease.WithRenewEvery(ttl/10))
-		if !errors.Is(err, lease.ErrLost) {
-			t.Fatalf("Run returned %v; want an error matching ErrLost", err)
 		}
+		now, _ := lease.FromContext(ctx)
+		if now.Token != held.Token {
+			t.Errorf("the token changed from %d to %d across renewals", held.Token, now.Token)
+		}
+		return nil
 	})
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+}
 
-	register("Run renews the lease while fn outlives the ttl", func(t *testing.T, s *suite) {
-		if s.h.Advance != nil {
-			t.Skip("with a simulated store clock, real time does not expire tenures")
-		}
-		l := s.locker(t)
-		name := s.name("run-renew")
-		// At least a second, so that renewals every ttl/3 survive a loaded
-		// machine's scheduling delays.
-		ttl := max(s.h.TTL, time.Second) + s.h.Granularity
-		err := lease.Run(context.Background(), l, name, ttl, func(ctx context.Context) error {
-			held, _ := lease.FromContext(ctx)
-			end := time.Now().Add(2*ttl + s.h.ExpiryLag)
-			for time.Now().Before(end) {
-				_, err := l.Acquire(context.Background(), name, "intruder", long)
-				if err == nil {
-					t.Error("another owner acquired the lease while Run was renewing it")
-					return nil
-				}
-				if !errors.Is(err, lease.ErrHeld) {
-					t.Errorf("Acquire by another owner: %v", err)
-					return nil
-				}
-				select {
-				case <-ctx.Done():
-					t.Errorf("fn's context ended while renewals should keep the lease: %v", context.Cause(ctx))
-					return nil
-				case <-time.After(ttl / 4):
-				}
-			}
-			now, _ := lease.FromContext(ctx)
-			if now.Token != held.Token {
-				t.Errorf("the token changed from %d to %d across renewals", held.Token, now.Token)
-			}
-			return nil
-		})
-		if err != nil {
-			t.Fatalf("Run: %v", err)
-		}
+// lateGrants is a Locker whose Acquire answers only after the Deadline of
+// the tenure it granted has passed: a store that granted at once but whose
+// reply was held up in the network.
+type lateGrants struct{ lease.Locker }
+
+func (l lateGrants) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (lease.Lease, error) {
+	got, err := l.Locker.Acquire(ctx, name, owner, ttl)
+	if err == nil {
+		time.Sleep(time.Until(got.Deadline) + 5*time.Millisecond)
+	}
+	return got, err
+}
+
+// runLateGrantNeverEntersFn: Run never enters fn when the grant arrives
+// after its Deadline; it releases the tenure and reports the store as too
+// slow (context.DeadlineExceeded), not as held or lost.
+func runLateGrantNeverEntersFn(t testing.TB, s *suite) {
+	l := s.locker(t)
+	name := s.name("run-late")
+	err := lease.Run(t.Context(), lateGrants{l}, name, s.h.TTL, func(context.Context) error {
+		t.Error("Run entered fn after the lease's Deadline")
+		return nil
 	})
+	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, lease.ErrHeld) || errors.Is(err, lease.ErrLost) {
+		t.Fatalf("Run with a grant that arrived after its Deadline returned %v; want an error matching context.DeadlineExceeded and neither ErrHeld nor ErrLost", err)
+	}
+	// Released at once, not left to expire.
+	s.mustBeFree(t, l, name, "after Run gave back the late grant")
 }

@@ -8,10 +8,12 @@
 //
 // It imports, for their side effects:
 //
-//	backend/memory  mem://
-//	backend/sql     sqlite:, postgres://, postgresql://, mysql://
-//	backend/redis   redis://, rediss://
-//	backend/etcd    etcd://
+//	backend/memory        mem://
+//	backend/sql/sqlite    sqlite:
+//	backend/sql/postgres  postgres://, postgresql://
+//	backend/sql/mysql     mysql://
+//	backend/redis         redis://, rediss://
+//	backend/etcd          etcd://
 //
 // A program that needs one store should import only that backend's
 // package: each pulls in its own client library.
@@ -24,6 +26,10 @@ import (
 	_ "github.com/leasekit/lease/backend/memory"
 	// Register the "redis" and "rediss" schemes.
 	_ "github.com/leasekit/lease/backend/redis"
-	// Register the "sqlite", "postgres", "postgresql" and "mysql" schemes.
-	_ "github.com/leasekit/lease/backend/sql"
+	// Register the "mysql" scheme.
+	_ "github.com/leasekit/lease/backend/sql/mysql"
+	// Register the "postgres" and "postgresql" schemes.
+	_ "github.com/leasekit/lease/backend/sql/postgres"
+	// Register the "sqlite" scheme.
+	_ "github.com/leasekit/lease/backend/sql/sqlite"
 )

@@ -2,10 +2,12 @@ package etcdlease
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
-	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -14,35 +16,30 @@ import (
 // have just become free.
 const busyRetries = 3
 
-// Acquire implements lease.Locker.
+// Acquire implements driver.Store.
 //
 // It grants an etcd lease of ttl rounded up to whole seconds, then, in one
 // transaction, creates the key on that lease if it does not exist, or
 // moves it onto that lease if owner holds it (keeping its create
 // revision, the Token), or reads the holder. A re-entrant Acquire then
-// revokes the tenure's previous etcd lease; a refused one revokes the
-// lease it granted and asks etcd how long the holder's lease has left.
+// revokes the tenure's previous etcd lease; a refused one asks etcd how
+// long the holder's lease has left and revokes the lease it granted. The
+// revocations run after the call returns (see revoker).
 //
 // If the transaction fails without an answer (a network error, ctx done),
 // the granted lease is left to expire by itself: the transaction may have
 // been applied, and the tenure it started or extended must keep its lease.
-func (l *Locker) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (lease.Lease, error) {
-	if err := lease.CheckAcquire(name, owner, ttl); err != nil {
-		return lease.Lease{}, err
-	}
-	if err := l.begin("acquire", name); err != nil {
-		return lease.Lease{}, err
-	}
+func (s *store) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (driver.Tenure, error) {
 	start := time.Now()
-	g, err := l.grant(ctx, ttl)
+	g, err := s.grant(ctx, ttl)
 	if err != nil {
-		return lease.Lease{}, fmt.Errorf("lease/etcd: acquire %q: grant etcd lease: %w", name, err)
+		return driver.Tenure{}, fmt.Errorf("grant etcd lease: %w", err)
 	}
-	key := l.key(name)
-	var holder string
+	key := s.key(name)
+	var holder *mvccpb.KeyValue
 	var remaining time.Duration
 	for range busyRetries {
-		resp, err := l.client.Txn(ctx).
+		resp, err := s.client.Txn(ctx).
 			If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
 			Then(clientv3.OpPut(key, owner, clientv3.WithLease(g.ID))).
 			Else(clientv3.OpTxn(
@@ -52,11 +49,11 @@ func (l *Locker) Acquire(ctx context.Context, name, owner string, ttl time.Durat
 			)).
 			Commit()
 		if err != nil {
-			return lease.Lease{}, fmt.Errorf("lease/etcd: acquire %q: %w", name, err)
+			return driver.Tenure{}, err
 		}
 		if resp.Succeeded {
 			// A new key: its create revision is the transaction's revision.
-			return l.lease(name, owner, resp.Header.Revision, start, ttl, g.TTL), nil
+			return held(name, owner, resp.Header.Revision, start, g.TTL), nil
 		}
 		inner := resp.Responses[0].GetResponseTxn()
 		if inner.Succeeded {
@@ -64,25 +61,25 @@ func (l *Locker) Acquire(ctx context.Context, name, owner string, ttl time.Durat
 			// holds nothing now.
 			prev := inner.Responses[0].GetResponsePut().GetPrevKv()
 			if prev == nil {
-				return lease.Lease{}, fmt.Errorf("lease/etcd: acquire %q: etcd returned no previous value for a re-entrant put", name)
+				return driver.Tenure{}, errors.New("etcd returned no previous value for a re-entrant put")
 			}
-			l.cleanup(ctx, clientv3.LeaseID(prev.Lease))
-			return l.lease(name, owner, prev.CreateRevision, start, ttl, g.TTL), nil
+			s.revokes.revoke(ctx, clientv3.LeaseID(prev.Lease))
+			return held(name, owner, prev.CreateRevision, start, g.TTL), nil
 		}
 		kvs := inner.Responses[0].GetResponseRange().GetKvs()
 		if len(kvs) == 0 {
-			return lease.Lease{}, fmt.Errorf("lease/etcd: acquire %q: etcd returned no holder for an existing key", name)
+			return driver.Tenure{}, errors.New("etcd returned no holder for an existing key")
 		}
-		if kvs[0].Lease == int64(clientv3.NoLease) {
-			l.cleanup(ctx, g.ID)
-			return lease.Lease{}, fmt.Errorf("lease/etcd: acquire %q: key %q has no etcd lease: another program writes under the prefix %q", name, key, l.prefix)
+		holder = kvs[0]
+		if holder.Lease == int64(clientv3.NoLease) {
+			s.revokes.revoke(ctx, g.ID)
+			return driver.Tenure{}, fmt.Errorf("key %q has no etcd lease: another program writes under the prefix %q", key, s.prefix)
 		}
-		holder = string(kvs[0].Value)
 		var ok bool
-		remaining, ok, err = l.remaining(ctx, clientv3.LeaseID(kvs[0].Lease))
+		remaining, ok, err = s.remaining(ctx, clientv3.LeaseID(holder.Lease))
 		if err != nil {
-			l.cleanup(ctx, g.ID)
-			return lease.Lease{}, fmt.Errorf("lease/etcd: acquire %q: read the holder's remaining time: %w", name, err)
+			s.revokes.revoke(ctx, g.ID)
+			return driver.Tenure{}, fmt.Errorf("read the holder's remaining time: %w", err)
 		}
 		if ok {
 			break
@@ -91,6 +88,11 @@ func (l *Locker) Acquire(ctx context.Context, name, owner string, ttl time.Durat
 		// read it: look again, with the lease already granted.
 		remaining = time.Second
 	}
-	l.cleanup(ctx, g.ID)
-	return lease.Lease{}, &lease.HeldError{Name: name, Owner: holder, Remaining: remaining}
+	s.revokes.revoke(ctx, g.ID)
+	return driver.Tenure{
+		Name:      name,
+		Owner:     string(holder.Value),
+		Token:     uint64(holder.CreateRevision),
+		Remaining: remaining,
+	}, nil
 }

@@ -12,8 +12,9 @@
 // prefix), so distinct names never collide and List is one prefix scan.
 //
 // The Token is the key's create revision: etcd's revision counter is
-// cluster-wide and never goes back, so every new tenure of a name gets a
-// larger Token than all earlier ones. A re-entrant Acquire, and a Renew
+// cluster-wide and never goes back (unless the cluster's data is lost or
+// rolled back: see "Restores and wiped data" below), so every new tenure
+// of a name gets a larger Token than all earlier ones. A re-entrant Acquire, and a Renew
 // that changes the TTL, rewrite the existing key, which keeps its create
 // revision; other Renews only keep its etcd lease alive.
 //
@@ -54,16 +55,22 @@
 // # Round trips
 //
 //	Acquire, free name or new tenure    2  (LeaseGrant, Txn)
-//	Acquire, re-entrant                 3  (LeaseGrant, Txn, LeaseRevoke of the old lease)
-//	Acquire, held by another owner      4  (LeaseGrant, Txn, LeaseTimeToLive, LeaseRevoke)
+//	Acquire, re-entrant                 3  (LeaseGrant, Txn, LeaseRevoke* of the old lease)
+//	Acquire, held by another owner      4  (LeaseGrant, Txn, LeaseTimeToLive, LeaseRevoke*)
 //	Renew, same ttl                     3  (Txn read, LeaseKeepAlive, Txn read); no write
-//	Renew, another ttl                  5  (Txn read, LeaseKeepAlive, LeaseGrant, Txn, LeaseRevoke)
+//	Renew, another ttl                  5  (Txn read, LeaseKeepAlive, LeaseGrant, Txn, LeaseRevoke*)
 //	Renew of a lost tenure              1  (Txn read); 3 if its lease expired just before
-//	Release                             2  (Txn, LeaseRevoke)
+//	Release                             2  (Txn, LeaseRevoke*)
 //	Release of a lost tenure            1  (Txn)
 //	Inspect                             2  (Range, LeaseTimeToLive); 1 when free
 //	List                                1 + one LeaseTimeToLive per tenure
-//	ForceRelease                        3  (DeleteRange, LeaseTimeToLive, LeaseRevoke)
+//	ForceRelease                        3  (DeleteRange, LeaseTimeToLive, LeaseRevoke*)
+//
+// A LeaseRevoke marked * is sent after the call has its answer, in the
+// background: the call returns without waiting for it, so a cluster that
+// stops answering after the decisive request cannot hold a call past its
+// context. Each such revocation is bounded by two seconds, and Close waits
+// for the ones under way, so none outlives the Locker.
 //
 // Renew keeps the tenure's etcd lease alive between two owner-checked
 // reads, so a holder that renews with the ttl it acquired with (as
@@ -73,7 +80,7 @@
 // with a ttl that needs another TTL moves the key onto a new etcd lease.
 // No etcd lease outlives its tenure: Release, Renew and re-entrant
 // Acquire revoke the lease they leave behind, and a refused Acquire or
-// Renew revokes the one it granted. The exceptions are failures without
+// Renew revokes the one it granted (in the background, see above). The exceptions are failures without
 // an answer, where the etcd lease concerned is left to expire after its
 // TTL: revoking a lease that a lost Acquire or Renew may have attached
 // could end a tenure whose holder still trusts its Deadline, and it is a
@@ -86,7 +93,59 @@
 // operation and name, and never matches lease.ErrHeld, lease.ErrLost or
 // lease.ErrNotHeld. Like every etcd client call, the Locker's calls wait
 // for an unreachable cluster for as long as their context allows: give
-// them a deadline.
+// them a deadline. Every call returns by the time its context ends.
+//
+// # Lost replies
+//
+// etcd's client (clientv3) resends a request on its own in two cases
+// only. Requests that change nothing, or that are harmless to repeat
+// (Range, LeaseGrant, LeaseRevoke, LeaseTimeToLive), it resends when they
+// fail as unavailable. A write (Txn, Put, DeleteRange) it resends only
+// when it cannot have been applied: no connection was there to send it on
+// ("there is no connection available"), or the server refused it before
+// applying it (an expired auth token, a learner member); or when it failed
+// as canceled or timed out while the caller's context was still live,
+// which a request the server received cannot do: the server's deadline is
+// the caller's remaining time counted from the request's arrival, never
+// earlier than the caller's, and etcd reports its own timeouts as
+// unavailable. A write whose reply is lost in the network (a reset, a
+// dropped connection) fails with codes.Unavailable and is not resent
+// (client/v3 retry.go and retry_interceptor.go, v3.7).
+//
+// So the outcome of every call is exact: a Release whose reply was lost
+// returns a store error, never lease.ErrLost, although etcd may have
+// applied it; a resend that found the tenure gone would report ErrLost,
+// and none happens. The tenure may then have ended or not: a caller that
+// retries such a Release gets ErrLost if the first attempt had ended it
+// (lease.Run does not retry: it reports the store error, and the tenure
+// expires on its own if it was not released). An Acquire or Renew whose
+// reply was lost is safe to retry with the same owner: a re-entrant
+// Acquire keeps the Token.
+//
+// # Restores and wiped data
+//
+// Tokens are etcd revisions, which live in the cluster's data. If that
+// data is lost and the cluster is created again empty (every member's
+// data directory wiped), revisions, and so tokens, start again from 1;
+// restoring a snapshot (etcdutl snapshot restore) takes them back to the
+// snapshot's revision, so tokens issued since the snapshot are issued
+// again, unless the restore is given --bump-revision greater than the
+// number of revisions made since the snapshot (with --mark-compacted), as
+// Kubernetes operators do for the same reason. Either way the tenures
+// themselves are lost, as in a Redis failover, so two holders may briefly
+// both believe they hold a lease; a fenced system that refuses tokens
+// smaller than the largest it has seen then refuses the new holders'
+// writes (safe, but the work stops) until their tokens pass the old ones,
+// or until its high-water mark is reset.
+//
+// The Locker does not floor its tokens against this. A floor must outlive
+// the data it protects, and etcd offers nothing outside its data: a floor
+// kept in a key is wiped with it, etcd has no clock a client could read
+// (the Redis backend floors its tokens with the server's TIME), and a
+// floor from this process's clock would make tokens depend on skewed
+// application clocks, which the contract rules out. It would also part the
+// Token from the create revision that every owner-checked transaction
+// compares, costing round trips.
 //
 // # URLs
 //
@@ -98,11 +157,14 @@
 // parameters are:
 //
 //	prefix        the key prefix (default "lease/"); must not be empty
-//	dial_timeout  how long the client waits to connect, a Go duration such
-//	              as 5s (default 5s)
+//	dial_timeout  how long Open waits for the cluster to answer, a Go
+//	              duration such as 5s (default 5s)
 //
-// Any other parameter is an error. The Locker that Open returns owns its
-// client and closes it on Close; one made by New with the caller's client
-// never closes it. For TLS, or any other client setting, make the
-// clientv3.Client yourself and use New.
+// Any other parameter is an error. Open checks that the cluster answers
+// (one linearizable read) within dial_timeout and its context, so an
+// unreachable cluster, or one without a leader, fails Open rather than the
+// first call. The Locker that Open returns owns its client and closes it
+// on Close; one made by New with the caller's client never closes it. For
+// TLS, or any other client setting, make the clientv3.Client yourself and
+// use New.
 package etcdlease

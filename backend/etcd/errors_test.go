@@ -57,22 +57,6 @@ func mustBeFailure(t *testing.T, what string, err error, want error) {
 	}
 }
 
-// TestUnreachableClusterIsAnError: with nothing listening, every call
-// fails with its context's deadline, wrapped, never a lease outcome.
-func TestUnreachableClusterIsAnError(t *testing.T) {
-	l, err := Open(context.Background(), "etcd://127.0.0.1:1?dial_timeout=200ms")
-	if err != nil {
-		t.Fatalf("Open does not wait for the cluster, yet failed: %v", err)
-	}
-	defer func() { _ = l.Close() }()
-	for _, c := range calls {
-		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-		err := c.call(ctx, l)
-		cancel()
-		mustBeFailure(t, c.op+" on an unreachable cluster", err, context.DeadlineExceeded)
-	}
-}
-
 // TestNoLeaderIsAnError: when etcd answers a transaction with "no leader"
 // (a cluster that lost its quorum), Acquire, Renew and Release return
 // that error wrapped, never a lease outcome. (The client retries reads and
@@ -118,7 +102,7 @@ func TestContextErrorsAreReportedAsSuch(t *testing.T) {
 func TestCloseLeavesTheCallersClientOpen(t *testing.T) {
 	ctx := context.Background()
 	client := newClient(t, testEndpoints, nil)
-	l := New(client, WithPrefix(randomPrefix()))
+	l := mustNew(t, client, WithPrefix(randomPrefix()))
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +128,7 @@ func TestCloseLeavesTheCallersClientOpen(t *testing.T) {
 	if err := owned.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if owned.client.Ctx().Err() == nil {
+	if owned.s.client.Ctx().Err() == nil {
 		t.Fatal("the client Open made is still open after Close")
 	}
 }

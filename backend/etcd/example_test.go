@@ -27,7 +27,11 @@ func Example() {
 		return
 	}
 	defer client.Close()
-	locker := etcdlease.New(client, etcdlease.WithPrefix("example/"))
+	locker, err := etcdlease.New(client, etcdlease.WithPrefix("example/"))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	defer locker.Close()
 
 	held, err := locker.Acquire(ctx, "nightly-report", "worker-1", 30*time.Second)

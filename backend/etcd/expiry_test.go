@@ -30,7 +30,7 @@ func TestExpiryLag(t *testing.T) {
 			}
 			expires := start.Add(got.Expires.Sub(start.Round(0)))
 			for {
-				r, err := l.client.Get(ctx, l.key(name))
+				r, err := l.s.client.Get(ctx, l.s.key(name))
 				if err != nil {
 					t.Error(err)
 					return

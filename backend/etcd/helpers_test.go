@@ -28,10 +28,11 @@ type wire struct {
 	calls map[string]int
 	drop  map[string]int
 	fail  map[string]error
+	stuck map[string]chan struct{}
 }
 
 func newWire() *wire {
-	return &wire{calls: map[string]int{}, drop: map[string]int{}, fail: map[string]error{}}
+	return &wire{calls: map[string]int{}, drop: map[string]int{}, fail: map[string]error{}, stuck: map[string]chan struct{}{}}
 }
 
 func (w *wire) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
@@ -40,9 +41,17 @@ func (w *wire) unary(ctx context.Context, method string, req, reply any, cc *grp
 	w.calls[short]++
 	failure := w.fail[short]
 	delete(w.fail, short)
+	stuck := w.stuck[short]
 	w.mu.Unlock()
 	if failure != nil {
 		return failure
+	}
+	if stuck != nil {
+		select {
+		case <-ctx.Done():
+			return status.FromContextError(ctx.Err()).Err()
+		case <-stuck:
+		}
 	}
 	err := invoker(ctx, method, req, reply, cc, opts...)
 	w.mu.Lock()
@@ -80,6 +89,26 @@ func (w *wire) failNext(method string, err error) {
 	w.mu.Lock()
 	w.fail[method] = err
 	w.mu.Unlock()
+}
+
+// stall makes every request of method wait, unsent, until its context
+// ends (as a store that stopped answering would) or unstall is called.
+func (w *wire) stall(method string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stuck[method] == nil {
+		w.stuck[method] = make(chan struct{})
+	}
+}
+
+// unstall sends the stalled requests and ends every stall.
+func (w *wire) unstall() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for m, ch := range w.stuck {
+		close(ch)
+		delete(w.stuck, m)
+	}
 }
 
 // take returns the requests counted since the last take, as "Method×n"
@@ -130,7 +159,19 @@ func randomPrefix() string {
 func newLocker(t testing.TB) (*Locker, *wire) {
 	t.Helper()
 	w := newWire()
-	return New(newClient(t, testEndpoints, w), WithPrefix(randomPrefix())), w
+	return mustNew(t, newClient(t, testEndpoints, w), WithPrefix(randomPrefix())), w
+}
+
+// mustNew returns New(client, opts...), closed when t ends (before
+// client, which was made earlier).
+func mustNew(t testing.TB, client *clientv3.Client, opts ...Option) *Locker {
+	t.Helper()
+	l, err := New(client, opts...)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	return l
 }
 
 var counter atomic.Uint64

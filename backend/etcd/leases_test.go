@@ -12,10 +12,12 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// leasesOf returns the etcd leases that exist on l's cluster.
+// leasesOf returns the etcd leases that exist on l's cluster once the
+// revocations l's calls started are done.
 func leasesOf(t testing.TB, l *Locker) []clientv3.LeaseStatus {
 	t.Helper()
-	r, err := l.client.Leases(context.Background())
+	l.settle()
+	r, err := l.s.client.Leases(context.Background())
 	if err != nil {
 		t.Fatalf("list etcd leases: %v", err)
 	}
@@ -33,7 +35,7 @@ func privateLocker(t testing.TB) (*Locker, *wire) {
 	}
 	t.Cleanup(srv.Close)
 	w := newWire()
-	return New(newClient(t, srv.Endpoints(), w)), w
+	return mustNew(t, newClient(t, srv.Endpoints(), w)), w
 }
 
 // TestNoEtcdLeaseOutlivesItsTenure counts the cluster's etcd leases
@@ -109,6 +111,7 @@ func TestRoundTrips(t *testing.T) {
 	name := uniqueName("round-trips")
 	check := func(op string, want int) {
 		t.Helper()
+		l.settle()
 		calls, n := w.take()
 		t.Logf("%-36s %d round trips: %s", op, n, calls)
 		if n != want {
@@ -167,6 +170,7 @@ func TestRoundTrips(t *testing.T) {
 	if _, err := l.Acquire(ctx, name, "owner-a", time.Minute); err != nil {
 		t.Fatal(err)
 	}
+	l.settle()
 	w.take()
 	if _, err := l.ForceRelease(ctx, name); err != nil {
 		t.Fatal(err)
@@ -188,6 +192,7 @@ func TestRenewByKeepAliveExtendsTheTenure(t *testing.T) {
 	}
 	before := leaseID(t, l, name)
 	time.Sleep(ttl / 2)
+	l.settle()
 	w.take()
 	renewed, err := l.Renew(ctx, held, ttl)
 	if err != nil {
@@ -213,7 +218,7 @@ func TestRenewByKeepAliveExtendsTheTenure(t *testing.T) {
 // leaseID returns the etcd lease the key of name is attached to.
 func leaseID(t testing.TB, l *Locker, name string) int64 {
 	t.Helper()
-	r, err := l.client.Get(context.Background(), l.key(name))
+	r, err := l.s.client.Get(context.Background(), l.s.key(name))
 	if err != nil || len(r.Kvs) != 1 {
 		t.Fatalf("get %q: %v, %v", name, r, err)
 	}

@@ -8,85 +8,90 @@ import (
 	"time"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
-
-// DefaultPrefix is the key prefix a Locker uses unless WithPrefix says
-// otherwise.
-const DefaultPrefix = "lease/"
-
-// cleanupTimeout bounds a lease revocation made to clean up after an
-// operation whose own context may already be done.
-const cleanupTimeout = 2 * time.Second
-
-// Option configures a Locker made by New.
-type Option func(*Locker)
-
-// WithPrefix sets the key prefix under which the Locker keeps its tenures
-// (default DefaultPrefix): the tenure of name is the key prefix+name. All
-// keys under the prefix belong to the Locker; Lockers that must not share
-// names need prefixes neither of which is a prefix of the other. New
-// panics if prefix is empty, since every key of the cluster would then be
-// taken for a tenure.
-func WithPrefix(prefix string) Option {
-	return func(l *Locker) {
-		if prefix == "" {
-			panic("lease/etcd: WithPrefix: the prefix is empty")
-		}
-		l.prefix = prefix
-	}
-}
 
 // Locker keeps leases in etcd. It implements lease.Locker, lease.Lister
 // and lease.ForceReleaser and is safe for concurrent use. See the package
 // documentation for the data model.
+//
+// Its Close makes later calls fail with lease.ErrClosed, waits for the
+// etcd lease revocations that earlier calls left running (each bounded by
+// two seconds; see "Round trips" in the package documentation) and, for a
+// Locker made by Open, closes the client. It does not release held
+// leases: they expire.
 type Locker struct {
+	*base
+	s *store
+}
+
+// base is the shared lease.Locker machinery every backend is built on.
+type base = driver.Locker
+
+// store is the etcd side of a Locker. It implements driver.Store,
+// driver.Lister and driver.ForceReleaser.
+type store struct {
 	client *clientv3.Client
-	owned  bool // Close closes client
-	prefix string
-	closed atomic.Bool
+	// closeClient, when not nil, closes the client Open made; a client
+	// given to New is the caller's.
+	closeClient func() error
+	prefix      string
 	// minTTL is the shortest etcd lease TTL, in seconds, the cluster has
 	// granted when asked for less: etcd raises short leases to its minimum.
 	minTTL atomic.Int64
+	// revokes runs the revocations an operation leaves behind.
+	revokes revoker
 }
 
 var (
-	_ lease.Locker        = (*Locker)(nil)
-	_ lease.Lister        = (*Locker)(nil)
-	_ lease.ForceReleaser = (*Locker)(nil)
+	_ lease.Locker         = (*Locker)(nil)
+	_ lease.Lister         = (*Locker)(nil)
+	_ lease.ForceReleaser  = (*Locker)(nil)
+	_ driver.Lister        = (*store)(nil)
+	_ driver.ForceReleaser = (*store)(nil)
 )
 
 // New returns a Locker that keeps its tenures in the etcd cluster client
-// talks to. The Locker never closes client: Close leaves it open for the
-// caller.
-func New(client *clientv3.Client, opts ...Option) *Locker {
+// talks to. It sends nothing to the cluster. The Locker never closes
+// client: Close leaves it open for the caller.
+//
+// A nil client, or an option with a bad value, is an error matching
+// lease.ErrInvalid.
+//
+// Every call returns by the time its context ends, whatever the client's
+// settings; etcd's client waits for an unreachable cluster for as long as
+// the context allows, so give calls a deadline.
+func New(client *clientv3.Client, opts ...Option) (*Locker, error) {
 	if client == nil {
-		panic("lease/etcd: New: client is nil")
+		return nil, fmt.Errorf("lease/etcd: New: %w: nil client", lease.ErrInvalid)
 	}
-	l := &Locker{client: client, prefix: DefaultPrefix}
-	for _, o := range opts {
-		o(l)
+	o, err := newOptions(opts)
+	if err != nil {
+		return nil, fmt.Errorf("lease/etcd: %w", err)
 	}
-	return l
+	return makeLocker(client, nil, o), nil
 }
 
-// Close makes every later call fail with lease.ErrClosed and, for a
-// Locker made by Open, closes the etcd client it opened. It does not
-// release held leases: they expire. It is safe to call more than once.
-func (l *Locker) Close() error {
-	if l.closed.Swap(true) || !l.owned {
+func makeLocker(client *clientv3.Client, closeClient func() error, o options) *Locker {
+	s := &store{client: client, closeClient: closeClient, prefix: o.prefix}
+	s.revokes.client = client
+	return &Locker{base: driver.NewLocker("etcd", s), s: s}
+}
+
+// Prefix returns the key prefix under which the Locker keeps its tenures.
+func (l *Locker) Prefix() string { return l.s.prefix }
+
+// Close implements driver.Store: it waits for the etcd lease revocations
+// that earlier calls left running (each bounded by cleanupTimeout) and,
+// for a Locker made by Open, closes the etcd client.
+func (s *store) Close() error {
+	s.revokes.close()
+	if s.closeClient == nil {
 		return nil
 	}
-	if err := l.client.Close(); err != nil {
-		return fmt.Errorf("lease/etcd: close client: %w", err)
-	}
-	return nil
-}
-
-// begin reports whether the Locker may send requests.
-func (l *Locker) begin(op string, name string) error {
-	if l.closed.Load() {
-		return fmt.Errorf("lease/etcd: %s %q: %w", op, name, lease.ErrClosed)
+	if err := s.closeClient(); err != nil {
+		return fmt.Errorf("close etcd client: %w", err)
 	}
 	return nil
 }
@@ -94,7 +99,7 @@ func (l *Locker) begin(op string, name string) error {
 // key is where the tenure of name lives. Names are stored as their raw
 // bytes: etcd keys are arbitrary byte strings, the Locker keeps no other
 // keys under its prefix, and key order is name order.
-func (l *Locker) key(name string) string { return l.prefix + name }
+func (s *store) key(name string) string { return s.prefix + name }
 
 // ttlSeconds is ttl in whole seconds, rounded up: the TTL asked of etcd.
 func ttlSeconds(ttl time.Duration) int64 {
@@ -104,16 +109,16 @@ func ttlSeconds(ttl time.Duration) int64 {
 // grant asks etcd for a lease of ttl rounded up to whole seconds. The
 // granted TTL may be longer still: etcd raises it to its minimum, which
 // grant remembers.
-func (l *Locker) grant(ctx context.Context, ttl time.Duration) (*clientv3.LeaseGrantResponse, error) {
+func (s *store) grant(ctx context.Context, ttl time.Duration) (*clientv3.LeaseGrantResponse, error) {
 	sec := ttlSeconds(ttl)
-	g, err := l.client.Grant(ctx, sec)
+	g, err := s.client.Grant(ctx, sec)
 	if err != nil {
 		return nil, err
 	}
 	if g.TTL > sec {
 		for {
-			seen := l.minTTL.Load()
-			if g.TTL <= seen || l.minTTL.CompareAndSwap(seen, g.TTL) {
+			seen := s.minTTL.Load()
+			if g.TTL <= seen || s.minTTL.CompareAndSwap(seen, g.TTL) {
 				break
 			}
 		}
@@ -123,40 +128,18 @@ func (l *Locker) grant(ctx context.Context, ttl time.Duration) (*clientv3.LeaseG
 
 // grantedTTL is the TTL, in seconds, that etcd grants for ttl, as far as
 // the Locker knows its minimum.
-func (l *Locker) grantedTTL(ttl time.Duration) int64 {
-	return max(ttlSeconds(ttl), l.minTTL.Load())
+func (s *store) grantedTTL(ttl time.Duration) int64 {
+	return max(ttlSeconds(ttl), s.minTTL.Load())
 }
 
-// revoke revokes an etcd lease, deleting any key attached to it. A lease
-// that is already gone is no error.
-func (l *Locker) revoke(ctx context.Context, id clientv3.LeaseID) error {
-	if id == clientv3.NoLease {
-		return nil
-	}
-	_, err := l.client.Revoke(ctx, id)
-	if err != nil && isLeaseNotFound(err) {
-		return nil
-	}
-	return err
-}
-
-// cleanup revokes a lease granted by an operation that is not going to
-// use it, even if ctx is done. Errors are dropped: the lease expires by
-// itself after its TTL.
-func (l *Locker) cleanup(ctx context.Context, id clientv3.LeaseID) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-	defer cancel()
-	_ = l.revoke(ctx, id)
-}
-
-// lease builds the Lease of a tenure just granted or renewed by requests
-// sent after start, on an etcd lease granted grantedTTL seconds.
-func (l *Locker) lease(name, owner string, token int64, start time.Time, ttl time.Duration, grantedTTL int64) lease.Lease {
-	return lease.Lease{
-		Name:     name,
-		Owner:    owner,
-		Token:    uint64(token),
-		Expires:  start.Add(time.Duration(grantedTTL) * time.Second).Round(0),
-		Deadline: lease.DeadlineFrom(start, ttl),
+// held is the tenure of owner just granted or renewed by requests sent
+// after start, on an etcd lease granted grantedTTL seconds: its Expires is
+// the earliest the tenure can end.
+func held(name, owner string, token int64, start time.Time, grantedTTL int64) driver.Tenure {
+	return driver.Tenure{
+		Name:    name,
+		Owner:   owner,
+		Token:   uint64(token),
+		Expires: start.Add(time.Duration(grantedTTL) * time.Second).Round(0),
 	}
 }

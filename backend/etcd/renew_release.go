@@ -2,20 +2,21 @@ package etcdlease
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
-	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// intact is the comparison that identifies the tenure l: its key exists
-// with l's create revision (no other tenure has it) and holds l's owner.
-func (l *Locker) intact(ls lease.Lease) []clientv3.Cmp {
-	key := l.key(ls.Name)
+// intact is the comparison that identifies the tenure t: its key exists
+// with t's create revision (no other tenure has it) and holds t's owner.
+func (s *store) intact(t driver.Tenure) []clientv3.Cmp {
+	key := s.key(t.Name)
 	return []clientv3.Cmp{
-		clientv3.Compare(clientv3.CreateRevision(key), "=", int64(ls.Token)),
-		clientv3.Compare(clientv3.Value(key), "=", ls.Owner),
+		clientv3.Compare(clientv3.CreateRevision(key), "=", int64(t.Token)),
+		clientv3.Compare(clientv3.Value(key), "=", t.Owner),
 	}
 }
 
@@ -24,7 +25,7 @@ func (l *Locker) intact(ls lease.Lease) []clientv3.Cmp {
 // it moves the tenure onto a new lease itself.
 const renewRetries = 3
 
-// Renew implements lease.Locker.
+// Renew implements driver.Store.
 //
 // It reads the tenure's etcd lease in a transaction that checks the tenure
 // is intact (create revision = Token, value = owner), refreshes that lease
@@ -37,26 +38,15 @@ const renewRetries = 3
 // moves the key onto it in a transaction that checks the tenure is intact,
 // and revokes the old one: five round trips.
 //
-// If the tenure is not intact it returns an error matching lease.ErrLost
-// and changes nothing.
-func (l *Locker) Renew(ctx context.Context, ls lease.Lease, ttl time.Duration) (lease.Lease, error) {
-	if err := lease.CheckRenew(ls, ttl); err != nil {
-		return lease.Lease{}, err
-	}
-	if err := l.begin("renew", ls.Name); err != nil {
-		return lease.Lease{}, err
-	}
+// If the tenure is not intact it returns ok false and changes nothing.
+func (s *store) Renew(ctx context.Context, t driver.Tenure, ttl time.Duration) (driver.Tenure, bool, error) {
 	start := time.Now()
-	lost := fmt.Errorf("lease/etcd: renew %q token %d: %w", ls.Name, ls.Token, lease.ErrLost)
 	for range renewRetries {
-		id, ok, err := l.leaseOf(ctx, ls)
-		if err != nil {
-			return lease.Lease{}, fmt.Errorf("lease/etcd: renew %q: %w", ls.Name, err)
+		id, ok, err := s.leaseOf(ctx, t)
+		if err != nil || !ok {
+			return driver.Tenure{}, false, err
 		}
-		if !ok {
-			return lease.Lease{}, lost
-		}
-		ka, err := l.client.KeepAliveOnce(ctx, id)
+		ka, err := s.client.KeepAliveOnce(ctx, id)
 		if isLeaseNotFound(err) {
 			// The etcd lease ended after the read: it expired (etcd
 			// answers once the key is deleted), the tenure was released,
@@ -65,34 +55,31 @@ func (l *Locker) Renew(ctx context.Context, ls lease.Lease, ttl time.Duration) (
 			continue
 		}
 		if err != nil {
-			return lease.Lease{}, fmt.Errorf("lease/etcd: renew %q: keep-alive: %w", ls.Name, err)
+			return driver.Tenure{}, false, fmt.Errorf("keep-alive: %w", err)
 		}
-		if ka.TTL != l.grantedTTL(ttl) {
-			return l.move(ctx, ls, ttl, start)
+		if ka.TTL != s.grantedTTL(ttl) {
+			return s.move(ctx, t, ttl, start)
 		}
 		// The keep-alive counts only if the key was still on that lease
 		// after it.
-		now, ok, err := l.leaseOf(ctx, ls)
-		if err != nil {
-			return lease.Lease{}, fmt.Errorf("lease/etcd: renew %q: %w", ls.Name, err)
-		}
-		if !ok {
-			return lease.Lease{}, lost
+		now, ok, err := s.leaseOf(ctx, t)
+		if err != nil || !ok {
+			return driver.Tenure{}, false, err
 		}
 		if now == id {
-			return l.lease(ls.Name, ls.Owner, int64(ls.Token), start, ttl, ka.TTL), nil
+			return held(t.Name, t.Owner, int64(t.Token), start, ka.TTL), true, nil
 		}
 		// A concurrent Renew moved the tenure onto another lease: again.
 	}
 	// Concurrent calls kept moving the tenure between etcd leases: settle
 	// it with one owner-checked transaction.
-	return l.move(ctx, ls, ttl, start)
+	return s.move(ctx, t, ttl, start)
 }
 
-// leaseOf returns the etcd lease of the tenure ls, with ok false if the
+// leaseOf returns the etcd lease of the tenure t, with ok false if the
 // tenure is not intact.
-func (l *Locker) leaseOf(ctx context.Context, ls lease.Lease) (id clientv3.LeaseID, ok bool, err error) {
-	r, err := l.client.Txn(ctx).If(l.intact(ls)...).Then(clientv3.OpGet(l.key(ls.Name))).Commit()
+func (s *store) leaseOf(ctx context.Context, t driver.Tenure) (id clientv3.LeaseID, ok bool, err error) {
+	r, err := s.client.Txn(ctx).If(s.intact(t)...).Then(clientv3.OpGet(s.key(t.Name))).Commit()
 	if err != nil {
 		return clientv3.NoLease, false, err
 	}
@@ -101,63 +88,63 @@ func (l *Locker) leaseOf(ctx context.Context, ls lease.Lease) (id clientv3.Lease
 	}
 	kvs := r.Responses[0].GetResponseRange().GetKvs()
 	if len(kvs) == 0 {
-		return clientv3.NoLease, false, fmt.Errorf("etcd returned no value for an existing key")
+		return clientv3.NoLease, false, errors.New("etcd returned no value for an existing key")
 	}
 	return clientv3.LeaseID(kvs[0].Lease), true, nil
 }
 
-// move renews the tenure ls for a ttl its etcd lease was not granted: it
+// move renews the tenure t for a ttl its etcd lease was not granted: it
 // grants a new etcd lease and, in one transaction that checks the tenure
 // is intact, moves the key onto it, then revokes the old lease.
-func (l *Locker) move(ctx context.Context, ls lease.Lease, ttl time.Duration, start time.Time) (lease.Lease, error) {
-	g, err := l.grant(ctx, ttl)
+func (s *store) move(ctx context.Context, t driver.Tenure, ttl time.Duration, start time.Time) (driver.Tenure, bool, error) {
+	g, err := s.grant(ctx, ttl)
 	if err != nil {
-		return lease.Lease{}, fmt.Errorf("lease/etcd: renew %q: grant etcd lease: %w", ls.Name, err)
+		return driver.Tenure{}, false, fmt.Errorf("grant etcd lease: %w", err)
 	}
-	resp, err := l.client.Txn(ctx).
-		If(l.intact(ls)...).
-		Then(clientv3.OpPut(l.key(ls.Name), ls.Owner, clientv3.WithLease(g.ID), clientv3.WithPrevKV())).
+	resp, err := s.client.Txn(ctx).
+		If(s.intact(t)...).
+		Then(clientv3.OpPut(s.key(t.Name), t.Owner, clientv3.WithLease(g.ID), clientv3.WithPrevKV())).
 		Commit()
 	if err != nil {
 		// The new lease is left to expire: the put may have been applied.
-		return lease.Lease{}, fmt.Errorf("lease/etcd: renew %q: %w", ls.Name, err)
+		return driver.Tenure{}, false, err
 	}
 	if !resp.Succeeded {
-		l.cleanup(ctx, g.ID)
-		return lease.Lease{}, fmt.Errorf("lease/etcd: renew %q token %d: %w", ls.Name, ls.Token, lease.ErrLost)
+		s.revokes.revoke(ctx, g.ID)
+		return driver.Tenure{}, false, nil
 	}
 	if prev := resp.Responses[0].GetResponsePut().GetPrevKv(); prev != nil {
-		l.cleanup(ctx, clientv3.LeaseID(prev.Lease))
+		s.revokes.revoke(ctx, clientv3.LeaseID(prev.Lease))
 	}
-	return l.lease(ls.Name, ls.Owner, int64(ls.Token), start, ttl, g.TTL), nil
+	return held(t.Name, t.Owner, int64(t.Token), start, g.TTL), true, nil
 }
 
-// Release implements lease.Locker.
+// Release implements driver.Store.
 //
 // It deletes the key in a transaction that checks the tenure is intact
 // (create revision = Token, value = owner), so a retried or stale Release
-// can never delete a later tenure, then revokes the tenure's etcd lease.
-// If the tenure is not intact it changes nothing and returns an error
-// matching lease.ErrLost.
-func (l *Locker) Release(ctx context.Context, ls lease.Lease) error {
-	if err := lease.CheckLease(ls); err != nil {
-		return err
-	}
-	if err := l.begin("release", ls.Name); err != nil {
-		return err
-	}
-	resp, err := l.client.Txn(ctx).
-		If(l.intact(ls)...).
-		Then(clientv3.OpDelete(l.key(ls.Name), clientv3.WithPrevKV())).
+// can never delete a later tenure (etcd issue 22082), then revokes the
+// tenure's etcd lease after the call returns. If the tenure is not intact
+// it changes nothing and returns false.
+//
+// The transaction is sent once: etcd's client resends a transaction only
+// when it was never sent or the server refused it unapplied (see the
+// package documentation), so a reply lost in the network is an error, and
+// never a false that a resend, finding the tenure already gone, would
+// report.
+func (s *store) Release(ctx context.Context, t driver.Tenure) (bool, error) {
+	resp, err := s.client.Txn(ctx).
+		If(s.intact(t)...).
+		Then(clientv3.OpDelete(s.key(t.Name), clientv3.WithPrevKV())).
 		Commit()
 	if err != nil {
-		return fmt.Errorf("lease/etcd: release %q: %w", ls.Name, err)
+		return false, err
 	}
 	if !resp.Succeeded {
-		return fmt.Errorf("lease/etcd: release %q token %d: %w", ls.Name, ls.Token, lease.ErrLost)
+		return false, nil
 	}
 	for _, prev := range resp.Responses[0].GetResponseDeleteRange().GetPrevKvs() {
-		l.cleanup(ctx, clientv3.LeaseID(prev.Lease))
+		s.revokes.revoke(ctx, clientv3.LeaseID(prev.Lease))
 	}
-	return nil
+	return true, nil
 }

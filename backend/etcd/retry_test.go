@@ -18,7 +18,7 @@ import (
 func TestReleaseRetryAfterLostReplyCannotDeleteNextTenure(t *testing.T) {
 	ctx := context.Background()
 	a, wireA := newLocker(t)
-	b := New(newClient(t, testEndpoints, nil), WithPrefix(a.prefix))
+	b := mustNew(t, newClient(t, testEndpoints, nil), WithPrefix(a.Prefix()))
 	name := uniqueName("issue-22082")
 
 	held, err := a.Acquire(ctx, name, "owner-a", time.Minute)
@@ -124,5 +124,50 @@ func TestRenewAfterLostReplyKeepsTheTenure(t *testing.T) {
 	}
 	if err := l.Release(ctx, again); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestReleaseWhoseReplyIsLostIsNotErrLost (issue 9, defect 5): a Release
+// that etcd applied but whose reply the network lost returns an error,
+// never ErrLost, which would say exclusivity may have been broken. etcd's
+// client does not resend a transaction once it may have reached the
+// server (see Release), so no resend can find the tenure gone. The reply
+// is lost by a TCP proxy that resets the connection once etcd has
+// answered.
+func TestReleaseWhoseReplyIsLostIsNotErrLost(t *testing.T) {
+	ctx := context.Background()
+	proxy := newReplyDropper(t, testEndpoints[0])
+	l := mustNew(t, newClient(t, []string{proxy.addr()}, nil), WithPrefix(randomPrefix()))
+	observer := mustNew(t, newClient(t, testEndpoints, nil), WithPrefix(l.Prefix()))
+	name := uniqueName("lost-release-reply")
+	held, err := l.Acquire(ctx, name, "owner-a", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	dropped := proxy.dropNextReply()
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	err = l.Release(rctx, held)
+	cancel()
+	select {
+	case <-dropped:
+	default:
+		t.Fatalf("the proxy lost no reply (Release = %v): the test tested nothing", err)
+	}
+	t.Logf("Release whose reply was lost: %v", err)
+	if err == nil {
+		t.Fatal("Release whose reply was lost returned nil")
+	}
+	for _, s := range []error{lease.ErrLost, lease.ErrHeld, lease.ErrNotHeld} {
+		if errors.Is(err, s) {
+			t.Fatalf("a lost reply was reported as %q: %v", s, err)
+		}
+	}
+	if _, err := observer.Inspect(ctx, name); !errors.Is(err, lease.ErrNotHeld) {
+		t.Fatalf("etcd applied the Release, yet Inspect = %v; want ErrNotHeld", err)
+	}
+	// The connection comes back for the next call.
+	if _, err := l.Acquire(ctx, name, "owner-a", time.Minute); err != nil {
+		t.Fatalf("Acquire after the lost reply: %v", err)
 	}
 }

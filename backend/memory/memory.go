@@ -4,18 +4,19 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 )
 
 func init() {
 	lease.Register("mem", func(ctx context.Context, u *url.URL) (lease.Locker, error) {
-		if _, err := lease.URLQuery(u); err != nil {
+		if _, err := driver.URLQuery(u); err != nil {
 			return nil, err
 		}
 		if u.Host != "" || (u.Path != "" && u.Path != "/") || u.Opaque != "" {
@@ -26,28 +27,45 @@ func init() {
 }
 
 // Option configures a Locker.
-type Option func(*Locker)
+type Option func(*store)
 
-// WithClock makes the store judge expiry by c instead of the system clock.
+// WithClock makes the store judge expiry by c instead of the system clock
+// (a nil c keeps the system clock).
 func WithClock(c Clock) Option {
-	return func(l *Locker) { l.clock = c }
+	return func(s *store) {
+		if c != nil {
+			s.clock = c
+		}
+	}
 }
 
 // Locker is an in-memory lease store. Its tokens increase for the store's
 // lifetime, across every name. It implements lease.Locker, lease.Lister
 // and lease.ForceReleaser, and is safe for concurrent use.
 type Locker struct {
-	*store
-	closed atomic.Bool
+	*base
+	s *store
 }
 
-// store is the state that Lockers returned by Share have in common.
+// base is the shared lease.Locker machinery every backend is built on.
+type base = driver.Locker
+
+// store is the state that Lockers returned by Share have in common. It
+// implements driver.Store, driver.Lister and driver.ForceReleaser.
 type store struct {
 	clock Clock
 
-	mu     sync.Mutex
-	leases map[string]tenure
-	token  uint64
+	mu       sync.Mutex
+	leases   map[string]tenure
+	token    uint64
+	watchers map[string]map[*watch]struct{}
+	queues   map[string][]place
+}
+
+// place is a waiter's place in a name's queue.
+type place struct {
+	owner   string
+	expires time.Time
 }
 
 type tenure struct {
@@ -57,186 +75,252 @@ type tenure struct {
 }
 
 var (
-	_ lease.Locker        = (*Locker)(nil)
-	_ lease.Lister        = (*Locker)(nil)
-	_ lease.ForceReleaser = (*Locker)(nil)
+	_ lease.Locker         = (*Locker)(nil)
+	_ lease.Lister         = (*Locker)(nil)
+	_ lease.ForceReleaser  = (*Locker)(nil)
+	_ driver.Lister        = (*store)(nil)
+	_ driver.ForceReleaser = (*store)(nil)
+	_ driver.Watcher       = (*store)(nil)
+	_ driver.FairAcquirer  = (*store)(nil)
 )
 
-// New returns an empty store.
+// New returns an empty store. It has no client and no option that can
+// fail, so unlike the other backends' New it returns no error.
 func New(opts ...Option) *Locker {
-	l := &Locker{store: &store{clock: systemClock{}, leases: map[string]tenure{}}}
+	s := &store{clock: systemClock{}, leases: map[string]tenure{}, watchers: map[string]map[*watch]struct{}{}, queues: map[string][]place{}}
 	for _, o := range opts {
-		o(l)
+		o(s)
 	}
-	return l
+	return newLocker(s)
+}
+
+func newLocker(s *store) *Locker {
+	return &Locker{base: driver.NewLocker("memory", handle{s}), s: s}
 }
 
 // Share returns another Locker on the same store, as a second process
 // connecting to one database would get. Closing one does not close the
 // other.
-func (l *Locker) Share() *Locker {
-	return &Locker{store: l.store}
-}
+func (l *Locker) Share() *Locker { return newLocker(l.s) }
 
-// current returns name's unexpired tenure. l.mu must be held.
-func (l *store) current(name string, now time.Time) (tenure, bool) {
-	t, ok := l.leases[name]
+// handle is one Locker's view of a store: closing it leaves the store to
+// the other handles.
+type handle struct{ *store }
+
+func (handle) Close() error { return nil }
+
+// current returns name's unexpired tenure. s.mu must be held.
+func (s *store) current(name string, now time.Time) (tenure, bool) {
+	t, ok := s.leases[name]
 	if !ok {
 		return tenure{}, false
 	}
 	if !now.Before(t.expires) {
-		delete(l.leases, name)
+		delete(s.leases, name)
 		return tenure{}, false
 	}
 	return t, true
 }
 
-func (l *Locker) begin(ctx context.Context) error {
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("lease/memory: %w", err)
-	}
-	if l.closed.Load() {
-		return lease.ErrClosed
-	}
-	return nil
-}
-
-// Acquire implements lease.Locker.
-func (l *Locker) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (lease.Lease, error) {
-	if err := lease.CheckAcquire(name, owner, ttl); err != nil {
-		return lease.Lease{}, err
-	}
-	start := time.Now()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if err := l.begin(ctx); err != nil {
-		return lease.Lease{}, err
-	}
-	now := l.clock.Now()
-	t, held := l.current(name, now)
+// Acquire implements driver.Store.
+func (s *store) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (driver.Tenure, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.clock.Now()
+	t, held := s.current(name, now)
 	switch {
 	case held && t.owner != owner:
-		return lease.Lease{}, &lease.HeldError{Name: name, Owner: t.owner, Remaining: t.expires.Sub(now)}
+		return t.view(name, now), nil
 	case !held:
-		l.token++
-		t = tenure{owner: owner, token: l.token}
+		s.token++
+		t = tenure{owner: owner, token: s.token}
 	}
 	t.expires = now.Add(ttl)
-	l.leases[name] = t
-	return l.lease(name, t, start, ttl), nil
+	s.leases[name] = t
+	return t.view(name, now), nil
 }
 
-// Renew implements lease.Locker.
-func (l *Locker) Renew(ctx context.Context, ls lease.Lease, ttl time.Duration) (lease.Lease, error) {
-	if err := lease.CheckRenew(ls, ttl); err != nil {
-		return lease.Lease{}, err
-	}
-	start := time.Now()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if err := l.begin(ctx); err != nil {
-		return lease.Lease{}, err
-	}
-	now := l.clock.Now()
-	t, held := l.current(ls.Name, now)
-	if !held || t.owner != ls.Owner || t.token != ls.Token {
-		return lease.Lease{}, fmt.Errorf("lease/memory: renew %q token %d: %w", ls.Name, ls.Token, lease.ErrLost)
+// Renew implements driver.Store.
+func (s *store) Renew(ctx context.Context, want driver.Tenure, ttl time.Duration) (driver.Tenure, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.clock.Now()
+	t, held := s.current(want.Name, now)
+	if !held || t.owner != want.Owner || t.token != want.Token {
+		return driver.Tenure{}, false, nil
 	}
 	t.expires = now.Add(ttl)
-	l.leases[ls.Name] = t
-	return l.lease(ls.Name, t, start, ttl), nil
+	s.leases[want.Name] = t
+	return t.view(want.Name, now), true, nil
 }
 
-// Release implements lease.Locker.
-func (l *Locker) Release(ctx context.Context, ls lease.Lease) error {
-	if err := lease.CheckLease(ls); err != nil {
-		return err
+// Release implements driver.Store.
+func (s *store) Release(ctx context.Context, want driver.Tenure) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, held := s.current(want.Name, s.clock.Now())
+	if !held || t.owner != want.Owner || t.token != want.Token {
+		return false, nil
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if err := l.begin(ctx); err != nil {
-		return err
-	}
-	t, held := l.current(ls.Name, l.clock.Now())
-	if !held || t.owner != ls.Owner || t.token != ls.Token {
-		return fmt.Errorf("lease/memory: release %q token %d: %w", ls.Name, ls.Token, lease.ErrLost)
-	}
-	delete(l.leases, ls.Name)
-	return nil
+	delete(s.leases, want.Name)
+	s.notify(want.Name)
+	return true, nil
 }
 
-// Inspect implements lease.Locker.
-func (l *Locker) Inspect(ctx context.Context, name string) (lease.Lease, error) {
-	if err := lease.CheckName(name); err != nil {
-		return lease.Lease{}, err
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if err := l.begin(ctx); err != nil {
-		return lease.Lease{}, err
-	}
-	t, held := l.current(name, l.clock.Now())
-	if !held {
-		return lease.Lease{}, fmt.Errorf("lease/memory: inspect %q: %w", name, lease.ErrNotHeld)
-	}
-	return t.view(name), nil
+// Inspect implements driver.Store.
+func (s *store) Inspect(ctx context.Context, name string) (driver.Tenure, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.clock.Now()
+	t, held := s.current(name, now)
+	return t.view(name, now), held, nil
 }
 
-// List implements lease.Lister.
-func (l *Locker) List(ctx context.Context, prefix string) ([]lease.Lease, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if err := l.begin(ctx); err != nil {
-		return nil, err
-	}
-	now := l.clock.Now()
-	var out []lease.Lease
-	for name := range l.leases {
+// List implements driver.Lister.
+func (s *store) List(ctx context.Context, prefix string) ([]driver.Tenure, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.clock.Now()
+	var out []driver.Tenure
+	for name := range s.leases {
 		if !strings.HasPrefix(name, prefix) {
 			continue
 		}
-		if t, held := l.current(name, now); held {
-			out = append(out, t.view(name))
+		if t, held := s.current(name, now); held {
+			out = append(out, t.view(name, now))
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
 }
 
-// ForceRelease implements lease.ForceReleaser.
-func (l *Locker) ForceRelease(ctx context.Context, name string) (lease.Lease, error) {
-	if err := lease.CheckName(name); err != nil {
-		return lease.Lease{}, err
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if err := l.begin(ctx); err != nil {
-		return lease.Lease{}, err
-	}
-	t, held := l.current(name, l.clock.Now())
+// ForceRelease implements driver.ForceReleaser.
+func (s *store) ForceRelease(ctx context.Context, name string) (driver.Tenure, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.clock.Now()
+	t, held := s.current(name, now)
 	if !held {
-		return lease.Lease{}, fmt.Errorf("lease/memory: force release %q: %w", name, lease.ErrNotHeld)
+		return driver.Tenure{}, false, nil
 	}
-	delete(l.leases, name)
-	return t.view(name), nil
+	delete(s.leases, name)
+	s.notify(name)
+	return t.view(name, now), true, nil
 }
 
-// Close marks the store closed; later calls fail with lease.ErrClosed.
-// It is safe to call more than once.
-func (l *Locker) Close() error {
-	l.closed.Store(true)
+// view is t as the store reports it at now.
+func (t tenure) view(name string, now time.Time) driver.Tenure {
+	return driver.Tenure{Name: name, Owner: t.owner, Token: t.token, Expires: t.expires, Remaining: t.expires.Sub(now)}
+}
+
+// watch is one Watch on a name of a memory store.
+type watch struct {
+	s       *store
+	name    string
+	c       chan struct{}
+	stopCtx func() bool
+	once    sync.Once
+}
+
+// Watch implements driver.Watcher: the Watch's channel receives when a
+// tenure of name is released or force-released. Expiry is noticed only
+// when a call reads the name, so waiters also wake at the holder's
+// remaining time, as lease.Run's waiting does.
+func (s *store) Watch(ctx context.Context, name string) (lease.Watch, error) {
+	w := &watch{s: s, name: name, c: make(chan struct{}, 1)}
+	s.mu.Lock()
+	if s.watchers[name] == nil {
+		s.watchers[name] = map[*watch]struct{}{}
+	}
+	s.watchers[name][w] = struct{}{}
+	s.mu.Unlock()
+	w.stopCtx = context.AfterFunc(ctx, w.unregister)
+	return w, nil
+}
+
+func (w *watch) Changed() <-chan struct{} { return w.c }
+
+func (w *watch) Stop() {
+	w.stopCtx()
+	w.unregister()
+}
+
+func (w *watch) unregister() {
+	w.once.Do(func() {
+		w.s.mu.Lock()
+		defer w.s.mu.Unlock()
+		delete(w.s.watchers[w.name], w)
+		if len(w.s.watchers[w.name]) == 0 {
+			delete(w.s.watchers, w.name)
+		}
+	})
+}
+
+// notify wakes name's watchers. s.mu must be held.
+func (s *store) notify(name string) {
+	for w := range s.watchers[name] {
+		select {
+		case w.c <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// AcquireQueued implements driver.FairAcquirer.
+func (s *store) AcquireQueued(ctx context.Context, name, owner string, ttl, wait time.Duration) (driver.Tenure, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.clock.Now()
+	q := s.queue(name, now)
+	i := slices.IndexFunc(q, func(p place) bool { return p.owner == owner })
+	if i < 0 {
+		q = append(q, place{owner: owner})
+		i = len(q) - 1
+	}
+	q[i].expires = now.Add(wait)
+	s.queues[name] = q
+	t, held := s.current(name, now)
+	switch {
+	case held && t.owner != owner:
+		return t.view(name, now), nil
+	case !held && i > 0:
+		return driver.Tenure{Name: name, Owner: q[0].owner, Remaining: q[0].expires.Sub(now)}, nil
+	case !held:
+		s.token++
+		t = tenure{owner: owner, token: s.token}
+	}
+	s.dequeue(name, owner)
+	t.expires = now.Add(ttl)
+	s.leases[name] = t
+	return t.view(name, now), nil
+}
+
+// Dequeue implements driver.FairAcquirer. The next waiter may be first
+// now: the name's watchers are woken.
+func (s *store) Dequeue(ctx context.Context, name, owner string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.dequeue(name, owner)
+	s.notify(name)
 	return nil
 }
 
-// lease is the holder's view of t: with a Deadline for a call that
-// started at start.
-func (l *Locker) lease(name string, t tenure, start time.Time, ttl time.Duration) lease.Lease {
-	out := t.view(name)
-	out.Deadline = lease.DeadlineFrom(start, ttl)
-	return out
+// queue returns name's unexpired places, in arrival order. s.mu must be
+// held.
+func (s *store) queue(name string, now time.Time) []place {
+	q := slices.DeleteFunc(s.queues[name], func(p place) bool { return !now.Before(p.expires) })
+	if len(q) == 0 {
+		delete(s.queues, name)
+	}
+	return q
 }
 
-// view is an observer's view of t, as Inspect and List return it.
-func (t tenure) view(name string) lease.Lease {
-	return lease.Lease{Name: name, Owner: t.owner, Token: t.token, Expires: t.expires}
+// dequeue removes owner's place. s.mu must be held.
+func (s *store) dequeue(name, owner string) {
+	q := slices.DeleteFunc(s.queues[name], func(p place) bool { return p.owner == owner })
+	if len(q) == 0 {
+		delete(s.queues, name)
+		return
+	}
+	s.queues[name] = q
 }

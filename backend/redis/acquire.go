@@ -5,76 +5,66 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 )
 
-// Acquire implements lease.Locker with one run of acquire.lua.
+// Acquire implements driver.Store with one run of acquire.lua.
 //
 // The token of a new tenure is one more than the name's counter but never
 // less than the server's TIME in microseconds, so tokens keep growing even
 // after the counter is lost. Expires is the server's TIME plus ttl
 // (rounded up to a whole millisecond). A failure of the request itself
-// (connection, timeout, READONLY replica, script error) is returned
-// wrapped and matches none of the lease sentinels; retrying with the same
-// owner is safe, since a re-entrant Acquire keeps the token.
-func (l *Locker) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (lease.Lease, error) {
-	if err := lease.CheckAcquire(name, owner, ttl); err != nil {
-		return lease.Lease{}, err
-	}
-	if err := l.begin(ctx); err != nil {
-		return lease.Lease{}, fmt.Errorf("lease/redis: acquire %q: %w", name, err)
-	}
-	leaseKey, tokenKey := l.keys(name)
+// (connection, timeout, READONLY replica, script error) is returned as an
+// error; retrying with the same owner is safe, since a re-entrant Acquire
+// keeps the token (and go-redis's own resends rely on that).
+func (s *store) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (driver.Tenure, error) {
+	leaseKey, tokenKey := s.keys(name)
 	ms := ttlMillis(ttl)
-	start := time.Now()
-	v, err := acquireScript.Run(ctx, l.client, []string{leaseKey, tokenKey}, name, owner, ms).Result()
+	v, err := acquireScript.Run(ctx, s.client, []string{leaseKey, tokenKey}, name, owner, ms).Result()
 	if err != nil {
-		return lease.Lease{}, fmt.Errorf("lease/redis: acquire %q: %w", name, err)
+		return driver.Tenure{}, callErr(ctx, err)
 	}
-	got, err := parseAcquire(v, name, owner, ms, start, ttl)
-	if err != nil {
-		return lease.Lease{}, fmt.Errorf("lease/redis: acquire %q: %w", name, err)
-	}
-	return got, nil
+	return parseAcquire(v, owner, ms)
 }
 
-// parseAcquire turns acquire.lua's reply into a Lease or a *HeldError.
-func parseAcquire(v interface{}, name, owner string, ms int64, start time.Time, ttl time.Duration) (lease.Lease, error) {
+// parseAcquire turns acquire.lua's reply into the caller's tenure or the
+// holder's: {1, token, time_s, time_us} or {0, holder, pttl_ms, time_s,
+// time_us}.
+func parseAcquire(v interface{}, owner string, ms int64) (driver.Tenure, error) {
 	r, err := asReply(v, 4)
 	if err != nil {
-		return lease.Lease{}, err
+		return driver.Tenure{}, err
 	}
 	granted, err := r.int(0)
 	if err != nil {
-		return lease.Lease{}, err
+		return driver.Tenure{}, err
 	}
 	if granted == 0 {
 		if len(r) < 5 {
-			return lease.Lease{}, fmt.Errorf("unexpected script reply %#v", v)
+			return driver.Tenure{}, fmt.Errorf("unexpected script reply %#v", v)
 		}
 		holder, err := r.str(1)
 		if err != nil {
-			return lease.Lease{}, err
+			return driver.Tenure{}, err
 		}
 		left, err := r.remaining(2)
 		if err != nil {
-			return lease.Lease{}, err
+			return driver.Tenure{}, err
 		}
-		return lease.Lease{}, &lease.HeldError{Name: name, Owner: holder, Remaining: left}
+		now, err := r.time(3)
+		if err != nil {
+			return driver.Tenure{}, err
+		}
+		return driver.Tenure{Owner: holder, Expires: now.Add(left), Remaining: left}, nil
 	}
 	token, err := r.token(1)
 	if err != nil {
-		return lease.Lease{}, err
+		return driver.Tenure{}, err
 	}
 	now, err := r.time(2)
 	if err != nil {
-		return lease.Lease{}, err
+		return driver.Tenure{}, err
 	}
-	return lease.Lease{
-		Name:     name,
-		Owner:    owner,
-		Token:    token,
-		Expires:  now.Add(time.Duration(ms) * time.Millisecond),
-		Deadline: lease.DeadlineFrom(start, ttl),
-	}, nil
+	d := time.Duration(ms) * time.Millisecond
+	return driver.Tenure{Owner: owner, Token: token, Expires: now.Add(d), Remaining: d}, nil
 }

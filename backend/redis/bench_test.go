@@ -16,14 +16,14 @@ import (
 func benchLockers(b *testing.B, fn func(b *testing.B, l *redislease.Locker)) {
 	b.Run("miniredis", func(b *testing.B) {
 		_, client, _ := newMiniredis(b)
-		fn(b, redislease.New(client))
+		fn(b, mustNew(b, client))
 	})
 	b.Run("redis", func(b *testing.B) {
 		var client *redis.Client
 		client, _ = realRedis(b, -1)
 		prefix := randomPrefix("bench")
 		deleteKeys(b, client, prefix)
-		fn(b, redislease.New(client, redislease.WithPrefix(prefix)))
+		fn(b, mustNew(b, client, redislease.WithPrefix(prefix)))
 	})
 }
 

@@ -170,7 +170,7 @@ func TestOneRoundTripPerOperationMiniredis(t *testing.T) {
 	_, client, _ := newMiniredis(t)
 	h := &countHook{}
 	client.AddHook(h)
-	checkOneTripEach(t, redislease.New(client), h, "jobs/trips")
+	checkOneTripEach(t, mustNew(t, client), h, "jobs/trips")
 }
 
 // TestFirstUseLoadsScriptOnce shows the cost of a cold script cache: the
@@ -180,7 +180,7 @@ func TestFirstUseLoadsScriptOnce(t *testing.T) {
 	_, client, _ := newMiniredis(t)
 	h := &countHook{}
 	client.AddHook(h)
-	l := redislease.New(client)
+	l := mustNew(t, client)
 	ctx := context.Background()
 	if err := client.Ping(ctx).Err(); err != nil { // set up the connection
 		t.Fatal(err)
@@ -218,7 +218,7 @@ func TestCommandsPerOperationRedis(t *testing.T) {
 	measured := redis.NewClient(opts)
 	defer measured.Close()
 	measured.AddHook(h)
-	l := redislease.New(measured, redislease.WithPrefix(prefix))
+	l := mustNew(t, measured, redislease.WithPrefix(prefix))
 	checkOneTripEach(t, l, h, "jobs/trips")
 
 	mon := startMonitor(t, opts)
@@ -267,7 +267,7 @@ func TestOpenPreloadsScripts(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.take()
-	l := redislease.New(client)
+	l := mustNew(t, client)
 	held, err := l.Acquire(ctx, "jobs/x", "owner", time.Minute)
 	if err != nil {
 		t.Fatalf("Acquire: %v", err)

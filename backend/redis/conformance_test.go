@@ -25,7 +25,7 @@ import (
 func TestConformanceMiniredisManualClock(t *testing.T) {
 	_, client, advance := newMiniredis(t)
 	conformance.Run(t, conformance.Harness{
-		New:     func(testing.TB) lease.Locker { return redislease.New(client) },
+		New:     func(tb testing.TB) lease.Locker { return mustNew(tb, client) },
 		TTL:     50 * time.Millisecond,
 		Advance: advance,
 	})
@@ -38,7 +38,7 @@ func TestConformanceRedis(t *testing.T) {
 	prefix := randomPrefix("conformance")
 	deleteKeys(t, client, prefix)
 	conformance.Run(t, conformance.Harness{
-		New: func(testing.TB) lease.Locker { return redislease.New(client, redislease.WithPrefix(prefix)) },
+		New: func(tb testing.TB) lease.Locker { return mustNew(tb, client, redislease.WithPrefix(prefix)) },
 		// Not 50ms: the suite's parallel subtests, the race detector and
 		// other packages' tests share two CPUs in CI, and a Renew sent
 		// 25ms into a 50ms tenure sometimes reached Redis after it expired.
@@ -55,7 +55,7 @@ func TestConformanceMiniredisCluster(t *testing.T) {
 	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{mr.Addr()}})
 	t.Cleanup(func() { _ = client.Close() })
 	conformance.Run(t, conformance.Harness{
-		New:     func(testing.TB) lease.Locker { return redislease.New(client) },
+		New:     func(tb testing.TB) lease.Locker { return mustNew(tb, client) },
 		TTL:     50 * time.Millisecond,
 		Advance: advance,
 	})
@@ -70,12 +70,12 @@ func TestConformanceMiniredisRing(t *testing.T) {
 	client := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": mr1.Addr(), "b": mr2.Addr()}})
 	t.Cleanup(func() { _ = client.Close() })
 	conformance.Run(t, conformance.Harness{
-		New:     func(testing.TB) lease.Locker { return redislease.New(client) },
+		New:     func(tb testing.TB) lease.Locker { return mustNew(tb, client) },
 		TTL:     50 * time.Millisecond,
 		Advance: func(d time.Duration) { advance1(d); advance2(d) },
 	})
 
-	l := redislease.New(client)
+	l := mustNew(t, client)
 	ctx := context.Background()
 	const n = 40
 	for i := 0; i < n; i++ {

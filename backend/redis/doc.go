@@ -11,6 +11,17 @@
 //	import _ "github.com/leasekit/lease/backend/redis"
 //	l, err := lease.Open(ctx, "redis://127.0.0.1:6379/0?prefix=myapp:lease:")
 //
+// # Deadlines
+//
+// Every call returns by its context's deadline (plus the few milliseconds
+// the runtime needs to notice), with an error matching the context's
+// error, never an outcome such as lease.ErrHeld or lease.ErrLost: a store
+// that stops answering costs a caller its deadline, not go-redis's read
+// timeout. That needs a client built with go-redis's
+// ContextTimeoutEnabled, which Open's client is; for your own client, see
+// New. Open itself is bounded by its context, and fails by then when the
+// server accepts connections but does not answer.
+//
 // # URL query parameters
 //
 //	prefix              key prefix (default "lease:"); no '{' or '}'
@@ -18,8 +29,8 @@
 //	client_name         CLIENT SETNAME of each connection
 //	max_retries         retries of a failed command (-1: none)
 //	dial_timeout        e.g. 5s
-//	read_timeout        e.g. 3s (-1: none)
-//	write_timeout       e.g. 3s (-1: none)
+//	read_timeout        e.g. 3s (-1: none; a context deadline still applies)
+//	write_timeout       e.g. 3s (-1: none; a context deadline still applies)
 //	pool_size           most connections (default 10 per CPU)
 //	pool_timeout        wait for a free connection
 //	min_idle_conns      connections kept open
@@ -28,22 +39,27 @@
 //	conn_max_lifetime   close connections this old
 //	skip_verify         rediss only: do not verify the server certificate
 //
-// The user, password and database number come from the URL as in
-// redis.ParseURL (redis://user:password@host:6379/3). Any other parameter
-// is an error matching lease.ErrInvalid. For Sentinel or Cluster, build the
-// client yourself and use New.
+// Durations are Go durations or whole seconds, as in redis.ParseURL. The
+// user, password and database number come from the URL as in
+// redis.ParseURL (redis://user:password@host:6379/3; escape '#', '@', '/'
+// and '?' in a password). Any other parameter, or a bad value, is an error
+// matching lease.ErrInvalid, and no error ever quotes the password. For
+// Sentinel or Cluster, build the client yourself and use New.
 //
 // # Keys
 //
-// Each name has two keys that share one Redis Cluster hash slot:
+// Each name has keys that share one Redis Cluster hash slot:
 //
-//	<prefix>{<base64url(sha256(name))>}:lease  hash of name, owner, token; expires by PEXPIRE
-//	<prefix>{<base64url(sha256(name))>}:token  the name's last token; never expires
+//	<prefix>{<base64url(sha256(name))>}:lease             hash of name, owner, token; expires by PEXPIRE
+//	<prefix>{<base64url(sha256(name))>}:token             the name's last token; never expires
+//	<prefix>{<base64url(sha256(name))>}:released:<token>  the nonce of the Release that ended that tenure; expires after a minute
 //
-// The hash tag is a digest, so any name (braces, NUL, 1024 bytes) gives one
-// fixed-length key pair; the full name is stored in the lease hash and
-// checked by every script. Token counters stay after their leases end (one
-// small key per name ever used), since they are what keeps tokens growing.
+// The hash tag is a digest, so any name (braces, NUL, 1024 bytes) gives
+// fixed-length keys; the full name is stored in the lease hash and checked
+// by every script. Token counters stay after their leases end (one small
+// key per name ever used), since they are what keeps tokens growing.
+// Release markers exist only for resends (see "Round trips" below) and
+// are read by nothing else: a released name is free at once.
 //
 // # Round trips, clock and tokens
 //
@@ -55,6 +71,15 @@
 // force_release.lua in this directory) as one EVALSHA: one round trip, or
 // two the first time a server lacks the script (EVALSHA, then EVAL). Open
 // loads them up front.
+//
+// go-redis resends a request whose connection failed or timed out (up to
+// its MaxRetries). Acquire and Renew are safe to resend: a re-entrant
+// Acquire keeps the token, a second Renew extends again. Release is made
+// exact: each call sends a random nonce, and when release.lua ends the
+// tenure it leaves the nonce in the tenure's release marker, so a resend
+// whose first attempt already ended the tenure reports the release rather
+// than lease.ErrLost. A second, separate Release of the same lease carries
+// another nonce and reports lease.ErrLost, as the contract requires.
 //
 // Expiry is Redis's own: the lease key's PEXPIRE, with the ttl rounded up
 // to whole milliseconds. Lease.Expires and HeldError.Remaining come from
@@ -76,13 +101,17 @@
 // lack a tenure the old one granted, and grant the name again. The tokens
 // still grow (see above), so a fenced write from the old holder is
 // rejected, but two holders may briefly both believe they hold the lease.
-// Where that matters, use a store with consensus (etcd) instead.
+// Where that matters, use a store with consensus (etcd) instead. A
+// failover or FLUSHALL can also drop a release marker: a Release whose
+// reply was lost just then, and whose resend reaches a server without the
+// tenure and without the marker, reports lease.ErrLost.
 //
 // # Errors
 //
 // A failure of the request (refused connection, timeout, READONLY replica,
 // a script error, a lease key overwritten by something else) is returned
-// wrapped with %w and matches none of the lease sentinels. An Acquire that
-// failed that way may have succeeded: retry it with the same owner, which
-// is safe since a re-entrant Acquire keeps the token.
+// wrapped with %w and matches none of the lease sentinels; a call whose
+// context ended also matches the context's error. An Acquire that failed
+// that way may have succeeded: retry it with the same owner, which is safe
+// since a re-entrant Acquire keeps the token.
 package redislease

@@ -60,7 +60,7 @@ func everyOp(t *testing.T, l *redislease.Locker, check func(op string, err error
 func TestRefusedConnectionIsWrapped(t *testing.T) {
 	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialerRetries: 1, DialTimeout: time.Second})
 	defer client.Close()
-	everyOp(t, redislease.New(client), func(op string, err error) {
+	everyOp(t, mustNew(t, client), func(op string, err error) {
 		mustBeStoreError(t, op, err, syscall.ECONNREFUSED, "connection refused")
 	})
 	_, err := redislease.Open(context.Background(), "redis://127.0.0.1:1/0?max_retries=-1")
@@ -112,7 +112,7 @@ func TestTimeoutIsWrapped(t *testing.T) {
 		Protocol: 2, DisableIdentity: true, // no HELLO/CLIENT SETINFO handshake to wait on
 	})
 	defer client.Close()
-	everyOp(t, redislease.New(client), func(op string, err error) {
+	everyOp(t, mustNew(t, client), func(op string, err error) {
 		var ne net.Error
 		if !errors.As(err, &ne) || !ne.Timeout() {
 			t.Fatalf("%s: got %v; want a wrapped timeout", op, err)
@@ -123,7 +123,7 @@ func TestTimeoutIsWrapped(t *testing.T) {
 
 func TestContextErrorsAreWrapped(t *testing.T) {
 	_, client, _ := newMiniredis(t)
-	l := redislease.New(client)
+	l := mustNew(t, client)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	_, err := l.Acquire(ctx, "jobs/x", "owner", time.Second)
@@ -146,7 +146,7 @@ func TestReadOnlyReplicaIsWrapped(t *testing.T) {
 		t.Fatal(err)
 	}
 	mr.SetError("READONLY You can't write against a read only replica.")
-	everyOp(t, redislease.New(client), func(op string, err error) {
+	everyOp(t, mustNew(t, client), func(op string, err error) {
 		var re redis.Error
 		if !errors.As(err, &re) {
 			t.Fatalf("%s: got %v; want a wrapped redis.Error", op, err)
@@ -159,7 +159,7 @@ func TestReadOnlyReplicaIsWrapped(t *testing.T) {
 // and checks that the scripts' errors come back wrapped.
 func TestScriptErrorsAreWrapped(t *testing.T) {
 	mr, client, _ := newMiniredis(t)
-	l := redislease.New(client)
+	l := mustNew(t, client)
 	ctx := context.Background()
 	held, err := l.Acquire(ctx, "jobs/x", "owner", time.Minute)
 	if err != nil {
@@ -202,7 +202,7 @@ func TestScriptErrorsAreWrapped(t *testing.T) {
 
 func TestCloseLeavesTheCallersClientOpen(t *testing.T) {
 	_, client, _ := newMiniredis(t)
-	l := redislease.New(client)
+	l := mustNew(t, client)
 	if err := l.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}

@@ -15,17 +15,22 @@ import (
 
 // A Locker on your own go-redis client. Here the server is miniredis, an
 // in-process Redis for tests; in production pass your client for Redis
-// (redis.NewClient, redis.NewFailoverClient or redis.NewClusterClient).
+// (redis.NewClient, redis.NewFailoverClient or redis.NewClusterClient),
+// built with ContextTimeoutEnabled so that every call ends by its
+// context's deadline.
 func ExampleNew() {
 	mr, err := miniredis.Run()
 	if err != nil {
 		panic(err)
 	}
 	defer mr.Close()
-	client := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	client := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
 	defer client.Close()
 
-	locker := redislease.New(client, redislease.WithPrefix("myapp:lease:"))
+	locker, err := redislease.New(client, redislease.WithPrefix("myapp:lease:"))
+	if err != nil {
+		panic(err)
+	}
 	defer locker.Close() // leaves client open
 	ctx := context.Background()
 
@@ -63,7 +68,10 @@ func ExampleOpen() {
 		panic(err)
 	}
 	defer mr.Close()
-	ctx := context.Background()
+	// Open is bounded by its context: a server that does not answer
+	// fails it by the deadline.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
 
 	locker, err := redislease.Open(ctx, "redis://"+mr.Addr()+"/0?prefix=myapp:lease:&dial_timeout=2s")
 	if err != nil {

@@ -9,27 +9,41 @@ import (
 // DefaultPrefix is the key prefix of a Locker made without WithPrefix.
 const DefaultPrefix = "lease:"
 
+// The suffixes of a name's keys after its key base (see keyBase).
+const (
+	leaseSuffix    = ":lease"     // the tenure: a hash that expires with it
+	tokenSuffix    = ":token"     // the last token: an integer that never expires
+	releasedSuffix = ":released:" // + token: the marker of a release (release.lua)
+)
+
+// keyBase returns the part that every key of name starts with:
+//
+//	<prefix>{<base64url(sha256(name))>}
+//
+// The braces are a Redis Cluster hash tag: every key of the name hashes to
+// the same slot, so one script can touch them all. The tag is a digest of
+// the name, never the name itself, so a name with braces, NUL or 1024
+// bytes of anything still gives fixed-length keys; the full name is stored
+// inside the lease hash and every script checks it, so two names can
+// never silently share a lease even if SHA-256 ever collided.
+func (s *store) keyBase(name string) string {
+	sum := sha256.Sum256([]byte(name))
+	return s.prefix + "{" + base64.RawURLEncoding.EncodeToString(sum[:]) + "}"
+}
+
 // keys returns the lease key and the token counter key of name:
 //
 //	<prefix>{<base64url(sha256(name))>}:lease
 //	<prefix>{<base64url(sha256(name))>}:token
-//
-// The braces are a Redis Cluster hash tag: both keys hash to the same slot,
-// so one script can touch both. The tag is a digest of the name, never the
-// name itself, so a name with braces, NUL or 1024 bytes of anything still
-// gives one fixed-length key pair; the full name is stored inside the lease
-// hash and every script checks it, so two names can never silently share a
-// lease even if SHA-256 ever collided.
-func (l *Locker) keys(name string) (leaseKey, tokenKey string) {
-	sum := sha256.Sum256([]byte(name))
-	base := l.prefix + "{" + base64.RawURLEncoding.EncodeToString(sum[:]) + "}"
-	return base + ":lease", base + ":token"
+func (s *store) keys(name string) (leaseKey, tokenKey string) {
+	base := s.keyBase(name)
+	return base + leaseSuffix, base + tokenSuffix
 }
 
 // leasePattern is the SCAN MATCH pattern of every lease key under the
-// Locker's prefix.
-func (l *Locker) leasePattern() string {
-	return globEscape(l.prefix) + "{*}:lease"
+// store's prefix.
+func (s *store) leasePattern() string {
+	return globEscape(s.prefix) + "{*}" + leaseSuffix
 }
 
 // globEscape escapes the characters that are special in a Redis glob

@@ -2,12 +2,16 @@ package redislease
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/leasekit/lease"
 )
 
 // awkwardNames are names that break naive key schemes: hash-tag braces,
@@ -73,7 +77,7 @@ func TestKeySlotMatchesSpec(t *testing.T) {
 // no key grows with the name.
 func TestAwkwardNamesMapToOneKeyPairInOneSlot(t *testing.T) {
 	for _, prefix := range []string{DefaultPrefix, "", "app:*?[x]\x00:"} {
-		l := New(nil, WithPrefix(prefix))
+		l := &store{prefix: prefix}
 		seen := map[string]string{}
 		for _, name := range awkwardNames() {
 			lk, tk := l.keys(name)
@@ -82,6 +86,9 @@ func TestAwkwardNamesMapToOneKeyPairInOneSlot(t *testing.T) {
 			}
 			if keySlot(lk) != keySlot(tk) {
 				t.Fatalf("name %q: lease key %q is in slot %d, token key %q in slot %d", name, lk, keySlot(lk), tk, keySlot(tk))
+			}
+			if rk := l.keyBase(name) + releasedSuffix + "1796226464272617"; keySlot(rk) != keySlot(lk) {
+				t.Fatalf("name %q: release marker %q is in slot %d, lease key in slot %d", name, rk, keySlot(rk), keySlot(lk))
 			}
 			if !strings.HasPrefix(lk, prefix) || !strings.HasPrefix(tk, prefix) {
 				t.Fatalf("name %q: keys %q, %q lack the prefix %q", name, lk, tk, prefix)
@@ -103,10 +110,7 @@ func TestAwkwardNamesMapToOneKeyPairInOneSlot(t *testing.T) {
 // and checks that Redis holds exactly one key pair per name, with the
 // full name inside.
 func TestAwkwardNamesStoredInFull(t *testing.T) {
-	mr := miniredis.RunT(t)
-	client := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	defer client.Close()
-	l := New(client)
+	mr, _, l := newMiniLocker(t)
 	ctx := context.Background()
 	names := awkwardNames()
 	for _, name := range names {
@@ -118,7 +122,7 @@ func TestAwkwardNamesStoredInFull(t *testing.T) {
 		t.Fatalf("%d names made %d keys, want %d", len(names), got, 2*len(names))
 	}
 	for _, name := range names {
-		lk, _ := l.keys(name)
+		lk, _ := l.s.keys(name)
 		if got := mr.HGet(lk, "name"); got != name {
 			t.Fatalf("lease key of %q stores the name %q", name, got)
 		}
@@ -130,14 +134,32 @@ func TestAwkwardNamesStoredInFull(t *testing.T) {
 }
 
 func TestWithPrefixRefusesBraces(t *testing.T) {
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	defer client.Close()
 	for _, p := range []string{"{", "}", "a{b}", "x{}"} {
-		func() {
-			defer func() {
-				if recover() == nil {
-					t.Errorf("WithPrefix(%q) did not panic", p)
-				}
-			}()
-			WithPrefix(p)
-		}()
+		l, err := New(client, WithPrefix(p))
+		if err == nil {
+			l.Close()
+			t.Errorf("New(client, WithPrefix(%q)) succeeded", p)
+			continue
+		}
+		if !errors.Is(err, lease.ErrInvalid) || !strings.HasPrefix(err.Error(), "lease/redis: ") ||
+			!strings.Contains(err.Error(), "WithPrefix") || !strings.Contains(err.Error(), fmt.Sprintf("%q", p)) {
+			t.Errorf("New(client, WithPrefix(%q)): %v; want ErrInvalid naming WithPrefix and the prefix", p, err)
+		}
 	}
+}
+
+// newMiniLocker starts a miniredis and returns it with a client and a
+// Locker on it; the client is closed when t ends.
+func newMiniLocker(t testing.TB) (*miniredis.Miniredis, *redis.Client, *Locker) {
+	t.Helper()
+	mr := miniredis.RunT(t)
+	client := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	t.Cleanup(func() { _ = client.Close() })
+	l, err := New(client)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	return mr, client, l
 }

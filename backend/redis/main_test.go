@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
+	redislease "github.com/leasekit/lease/backend/redis"
 	"github.com/leasekit/lease/internal/testenv"
 )
 
@@ -124,4 +125,14 @@ func itoa(n int) string {
 		b = append([]byte{byte('0' + n%10)}, b...)
 	}
 	return string(b)
+}
+
+// mustNew is redislease.New, failing t on an error.
+func mustNew(t testing.TB, client redis.UniversalClient, opts ...redislease.Option) *redislease.Locker {
+	t.Helper()
+	l, err := redislease.New(client, opts...)
+	if err != nil {
+		t.Fatalf("redislease.New: %v", err)
+	}
+	return l
 }

@@ -2,71 +2,68 @@ package redislease
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
+	"net"
 	"net/url"
 	"strings"
 
-	"github.com/leasekit/lease"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 )
 
 func init() {
 	opener := func(ctx context.Context, u *url.URL) (lease.Locker, error) {
-		return Open(ctx, u.String())
+		return open(ctx, u, nil)
 	}
 	lease.Register("redis", opener)
 	lease.Register("rediss", opener)
-}
-
-// redisParams are the go-redis options that Open passes through to
-// redis.ParseURL; see the package documentation.
-var redisParams = []string{
-	"protocol", "client_name", "max_retries", "dial_timeout", "read_timeout",
-	"write_timeout", "pool_size", "pool_timeout", "min_idle_conns",
-	"max_idle_conns", "conn_max_idle_time", "conn_max_lifetime", "skip_verify",
 }
 
 // Open connects to the single Redis server of a redis:// or rediss:// (TLS)
 // URL, such as redis://user:password@host:6379/0?prefix=myapp:lease:, and
 // returns a Locker that owns the client: its Close closes the connections.
 // The query parameters are listed in the package documentation; an unknown
-// one is an error matching lease.ErrInvalid, as is a prefix with braces.
-// Open loads the scripts into the server's script cache, so it fails early
-// when the server cannot be reached, and the first operations take one
-// round trip each. opts apply after the URL's parameters.
+// one, or a bad value, is an error matching lease.ErrInvalid that never
+// quotes the password. opts apply after the URL's parameters.
+//
+// The client Open builds follows context deadlines (go-redis's
+// ContextTimeoutEnabled): every call on the Locker returns by its
+// context's deadline. Open itself loads the scripts into the server's
+// script cache within ctx, so it fails early, by ctx's deadline, when the
+// server cannot be reached or does not answer, and the first operations
+// take one round trip each.
 func Open(ctx context.Context, rawURL string, opts ...Option) (*Locker, error) {
-	u, err := url.Parse(rawURL)
+	u, err := driver.ParseURL(rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("%w: lease/redis: URL: %v", lease.ErrInvalid, err)
+		// driver.ParseURL's reason may quote a piece of the password (an
+		// invalid port ":Hunter2" after "redis://:Hunter2#x@host", an
+		// invalid escape "%zz"): give a reason of our own instead.
+		return nil, fmt.Errorf("lease/redis: open: %w: the URL does not parse: a bad port or %%-escape, or an unescaped '@', ':', '/', '?' or '#' in the user name or password (escape '#' as %%23)", lease.ErrInvalid)
 	}
-	if s := strings.ToLower(u.Scheme); s != "redis" && s != "rediss" {
-		return nil, fmt.Errorf("%w: lease/redis: URL scheme %q is not redis or rediss", lease.ErrInvalid, u.Scheme)
-	}
-	q, err := lease.URLQuery(u, append([]string{"prefix"}, redisParams...)...)
+	return open(ctx, u, opts)
+}
+
+// open is Open for a URL already parsed, by Open or by lease.Open.
+func open(ctx context.Context, u *url.URL, opts []Option) (*Locker, error) {
+	ropts, prefix, err := clientOptions(u)
 	if err != nil {
-		return nil, err
-	}
-	var lopts []Option
-	if q.Has("prefix") {
-		p := q.Get("prefix")
-		if err := checkPrefix(p); err != nil {
-			return nil, err
-		}
-		lopts = append(lopts, WithPrefix(p))
-		q.Del("prefix")
-	}
-	ru := *u
-	ru.RawQuery = q.Encode()
-	ropts, err := redis.ParseURL(ru.String())
-	if err != nil {
-		return nil, fmt.Errorf("%w: lease/redis: %v", lease.ErrInvalid, err)
+		return nil, fmt.Errorf("lease/redis: open: %w", err)
 	}
 	client := redis.NewClient(ropts)
-	l := New(client, append(lopts, opts...)...)
-	l.owned = true
-	if err := l.loadScripts(ctx); err != nil {
+	if prefix != nil {
+		opts = append([]Option{WithPrefix(*prefix)}, opts...)
+	}
+	l, err := newLocker(client, true, opts)
+	if err != nil {
 		_ = client.Close()
-		return nil, fmt.Errorf("lease/redis: connect to %s: %w", ropts.Addr, err)
+		return nil, err
+	}
+	if err := l.s.loadScripts(ctx); err != nil {
+		_ = client.Close()
+		return nil, fmt.Errorf("lease/redis: open: load scripts on %s: %w", ropts.Addr, callErr(ctx, err))
 	}
 	return l, nil
 }
@@ -75,11 +72,83 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Locker, error) {
 // pipelined round trip. It calls SCRIPT LOAD itself rather than
 // redis.Script.Load, which would record the still-empty reply of a
 // pipelined command as the script's SHA.
-func (l *Locker) loadScripts(ctx context.Context) error {
-	pipe := l.client.Pipeline()
+func (s *store) loadScripts(ctx context.Context) error {
+	pipe := s.client.Pipeline()
 	for _, src := range allSources {
 		pipe.ScriptLoad(ctx, src)
 	}
 	_, err := pipe.Exec(ctx)
 	return err
+}
+
+// clientOptions turns a redis:// or rediss:// URL into go-redis options,
+// and returns the URL's prefix parameter when it has one. It reads the URL
+// as redis.ParseURL does (user, password, host, port 6379 by default,
+// database number as the path, the same query parameters), but parses
+// nothing twice, refuses what go-redis would silently ignore, and never
+// puts the password in an error.
+func clientOptions(u *url.URL) (*redis.Options, *string, error) {
+	scheme := strings.ToLower(u.Scheme)
+	if scheme != "redis" && scheme != "rediss" {
+		return nil, nil, fmt.Errorf("%w: URL scheme %q is not redis or rediss", lease.ErrInvalid, u.Scheme)
+	}
+	if u.Opaque != "" {
+		return nil, nil, fmt.Errorf("%w: %s URL has no host (want %s://host:6379/0)", lease.ErrInvalid, scheme, scheme)
+	}
+	if u.Fragment != "" {
+		// A '#' here usually began in an unescaped password or prefix.
+		return nil, nil, fmt.Errorf("%w: %s URL has a fragment (#...): escape '#' as %%23", lease.ErrInvalid, scheme)
+	}
+	o := &redis.Options{
+		Network: "tcp",
+		// Every read and write deadline is the earlier of the context's
+		// deadline and the timeout: without it go-redis would wait out
+		// ReadTimeout (5s) on a store that stopped answering, whatever
+		// the caller's deadline (issue 9, defect 1).
+		ContextTimeoutEnabled: true,
+	}
+	if u.User != nil {
+		o.Username = u.User.Username()
+		o.Password, _ = u.User.Password()
+	}
+	host, port := u.Hostname(), u.Port()
+	if host == "" {
+		host = "localhost"
+	}
+	if port == "" {
+		port = "6379"
+	} else if n, err := parseInt(port); err != nil || n < 1 || n > 65535 {
+		return nil, nil, fmt.Errorf("%w: %s URL port %q is not between 1 and 65535", lease.ErrInvalid, scheme, port)
+	}
+	o.Addr = net.JoinHostPort(host, port)
+	switch db := strings.Trim(u.Path, "/"); {
+	case db == "":
+	case strings.Contains(db, "/"):
+		return nil, nil, fmt.Errorf("%w: %s URL path %q is not a database number (want /0 to /15 or as configured)", lease.ErrInvalid, scheme, u.Path)
+	default:
+		n, err := parseInt(db)
+		if err != nil || n < 0 {
+			return nil, nil, fmt.Errorf("%w: %s URL path %q is not a database number (want /0 to /15 or as configured)", lease.ErrInvalid, scheme, u.Path)
+		}
+		o.DB = n
+	}
+	if scheme == "rediss" {
+		o.TLSConfig = &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}
+	}
+	q, err := driver.URLQuery(u, append([]string{"prefix"}, redisParams...)...)
+	if err != nil {
+		return nil, nil, err
+	}
+	var prefix *string
+	if q.Has("prefix") {
+		p := q.Get("prefix")
+		if err := checkPrefix(p); err != nil {
+			return nil, nil, fmt.Errorf("%w: query parameter prefix: %v", lease.ErrInvalid, err)
+		}
+		prefix = &p
+	}
+	if err := applyParams(o, scheme, q); err != nil {
+		return nil, nil, err
+	}
+	return o, prefix, nil
 }

@@ -111,3 +111,51 @@ func TestOpenRealRedis(t *testing.T) {
 		t.Fatalf("Release: %v", err)
 	}
 }
+
+// TestOpenErrorsNeverQuoteThePassword opens URLs that fail in every way a
+// URL can, each with the password Hunter2, and checks that no error text
+// holds it (issue 9, defect 3): url.Parse's own errors quote the input,
+// such as `invalid port ":Hunter2" after host` for an unescaped '#'.
+func TestOpenErrorsNeverQuoteThePassword(t *testing.T) {
+	ctx := context.Background()
+	for _, raw := range []string{
+		"redis://:Hunter2#x@host:6379/0",            // '#' in the password: a fragment, then a bad port
+		"redis://:Hunter2%zz@host:6379/0",           // a bad escape
+		"redis://user:Hunter2%zz@host:6379/0",       // a bad escape after a user name
+		"redis://:Hunter2@host:99x/0",               // a bad port
+		"redis://:Hunter2@host:99999/0",             // a port out of range
+		"redis://u:Hunter2@host:6379/notanumber",    // a bad database
+		"redis://u:Hunter2@host:6379/0/1",           // a path that is no database
+		"redis://u:Hunter2@host:6379/0?prefx=x",     // a misspelt parameter
+		"redis://u:Hunter2@host:6379/0?prefix=a{b}", // a hash tag in the prefix
+		"redis://u:Hunter2@host:6379/0?dial_timeout=soon",
+		"redis://u:Hunter2@host:6379/0?skip_verify=true", // TLS option without TLS
+		"rediss://u:Hunter2@host:6379/0?protocol=9",
+		"redis://u:Hunter2@host:6379/0#frag",
+		"http://u:Hunter2@host:6379/0",
+	} {
+		l, err := redislease.Open(ctx, raw)
+		if err == nil {
+			l.Close()
+			t.Errorf("Open(%q) succeeded", raw)
+			continue
+		}
+		if strings.Contains(err.Error(), "Hunter2") || strings.Contains(err.Error(), "%zz") {
+			t.Errorf("Open(%q) error quotes the password: %v", raw, err)
+		}
+		if !errors.Is(err, lease.ErrInvalid) || !strings.HasPrefix(err.Error(), "lease/redis: open: ") {
+			t.Errorf("Open(%q): %v; want an error matching ErrInvalid, starting lease/redis: open:", raw, err)
+		}
+	}
+
+	// A URL that parses but names a server that refuses the connection.
+	raw := "redis://u:Hunter2@127.0.0.1:1/0?max_retries=-1"
+	for name, open := range map[string]func() error{
+		"Open":       func() error { _, err := redislease.Open(ctx, raw); return err },
+		"lease.Open": func() error { _, err := lease.Open(ctx, raw); return err },
+	} {
+		if err := open(); err == nil || strings.Contains(err.Error(), "Hunter2") {
+			t.Errorf("%s(%q): %v; want an error without the password", name, raw, err)
+		}
+	}
+}

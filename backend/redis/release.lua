@@ -1,15 +1,26 @@
--- release.lua: end an intact tenure.
+-- release.lua: end an intact tenure, recognising a resend of the same call.
 --
 -- KEYS[1]  the lease hash (see acquire.lua)
+-- KEYS[2]  the release marker of this tenure: <prefix>{<tag>}:released:<token>
 -- ARGV[1]  the name, ARGV[2] the owner, ARGV[3] the token (decimal)
+-- ARGV[4]  the nonce of this Release call (random, one per call)
+-- ARGV[5]  how long the marker lasts, in milliseconds
 --
--- Returns 1 when the tenure was intact and is now ended, 0 when it had
--- expired, was released or taken over (nothing is changed). The token
--- counter is kept, so the next tenure gets a larger token.
+-- Returns 1 when the tenure was intact and is now ended, and also when this
+-- very call (same nonce) ended it before: go-redis resends a request whose
+-- reply was lost, and the resend must report the release its first attempt
+-- made. Returns 0 when the tenure had expired, was released by another call
+-- or taken over (nothing is changed). The token counter is kept, so the
+-- next tenure gets a larger token; no other script reads the marker, so the
+-- name is free at once.
 
 local cur = redis.call('HMGET', KEYS[1], 'name', 'owner', 'token')
-if cur[1] ~= ARGV[1] or cur[2] ~= ARGV[2] or cur[3] ~= ARGV[3] then
-  return 0
+if cur[1] == ARGV[1] and cur[2] == ARGV[2] and cur[3] == ARGV[3] then
+  redis.call('DEL', KEYS[1])
+  redis.call('SET', KEYS[2], ARGV[4], 'PX', ARGV[5])
+  return 1
 end
-redis.call('DEL', KEYS[1])
-return 1
+if redis.call('GET', KEYS[2]) == ARGV[4] then
+  return 1
+end
+return 0

@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 )
 
 // reply is the array a script returns: integers and bulk strings.
@@ -91,26 +91,26 @@ func (r reply) remaining(i int) (time.Duration, error) {
 
 // tenure parses the {1, name, owner, token, pttl, time_s, time_us} reply of
 // inspect.lua and force_release.lua.
-func (r reply) tenure() (lease.Lease, error) {
+func (r reply) tenure() (driver.Tenure, error) {
 	name, err := r.str(1)
 	if err != nil {
-		return lease.Lease{}, err
+		return driver.Tenure{}, err
 	}
 	owner, err := r.str(2)
 	if err != nil {
-		return lease.Lease{}, err
+		return driver.Tenure{}, err
 	}
 	token, err := r.token(3)
 	if err != nil {
-		return lease.Lease{}, err
+		return driver.Tenure{}, err
 	}
 	left, err := r.remaining(4)
 	if err != nil {
-		return lease.Lease{}, err
+		return driver.Tenure{}, err
 	}
 	now, err := r.time(5)
 	if err != nil {
-		return lease.Lease{}, err
+		return driver.Tenure{}, err
 	}
-	return lease.Lease{Name: name, Owner: owner, Token: token, Expires: now.Add(left)}, nil
+	return driver.Tenure{Name: name, Owner: owner, Token: token, Expires: now.Add(left), Remaining: left}, nil
 }

@@ -41,7 +41,7 @@ func churn(t *testing.T, l lease.Locker, name string, n int) lease.Lease {
 // token after the flush comes from the clock alone.
 func TestTokenFloorAfterFlushAllMiniredis(t *testing.T) {
 	mr, client, advance := newMiniredis(t)
-	l := redislease.New(client)
+	l := mustNew(t, client)
 	before := churn(t, l, "jobs/flush", 100)
 	mr.FlushAll()
 	advance(time.Millisecond)
@@ -58,7 +58,7 @@ func TestTokenFloorAfterFlushRedis(t *testing.T) {
 	client, _ := realRedis(t, 15)
 	prefix := randomPrefix("flush")
 	deleteKeys(t, client, prefix)
-	l := redislease.New(client, redislease.WithPrefix(prefix))
+	l := mustNew(t, client, redislease.WithPrefix(prefix))
 	before := churn(t, l, "jobs/flush", 100)
 	if err := client.FlushDB(context.Background()).Err(); err != nil {
 		t.Fatalf("FLUSHDB: %v", err)
@@ -75,7 +75,7 @@ func TestTokenFloorAfterFlushRedis(t *testing.T) {
 func TestTokenIsFlooredByServerTime(t *testing.T) {
 	mr, client, _ := newMiniredis(t)
 	mr.SetTime(time.Date(2030, 1, 2, 3, 4, 5, 6000, time.UTC))
-	got := churn(t, redislease.New(client), "jobs/first", 1)
+	got := churn(t, mustNew(t, client), "jobs/first", 1)
 	if want := uint64(time.Date(2030, 1, 2, 3, 4, 5, 6000, time.UTC).UnixMicro()); got.Token != want {
 		t.Fatalf("first token is %d, want the server's TIME in microseconds, %d", got.Token, want)
 	}
@@ -96,7 +96,7 @@ func tokenKey(t *testing.T, c *redis.Client, prefix string) string {
 // digit (Lua numbers are doubles; a careless tostring gives 9.007e+15).
 func testLargeTokensExact(t *testing.T, client *redis.Client, prefix string) {
 	ctx := context.Background()
-	l := redislease.New(client, redislease.WithPrefix(prefix))
+	l := mustNew(t, client, redislease.WithPrefix(prefix))
 	churn(t, l, "jobs/big", 1)
 	key := tokenKey(t, client, prefix)
 	const big = 1<<53 - 3

@@ -4,9 +4,6 @@ import (
 	"context"
 	"testing"
 	"time"
-
-	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/go-redis/v9"
 )
 
 func TestTTLRoundsUpToWholeMilliseconds(t *testing.T) {
@@ -24,22 +21,19 @@ func TestTTLRoundsUpToWholeMilliseconds(t *testing.T) {
 		}
 	}
 
-	mr := miniredis.RunT(t)
-	client := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	defer client.Close()
-	l := New(client)
-	got, err := l.Acquire(context.Background(), "jobs/x", "owner", 1500*time.Microsecond)
+	mr, _, l := newMiniLocker(t)
+	got, err := l.Acquire(context.Background(), "jobs/x", "owner", 5500*time.Microsecond)
 	if err != nil {
 		t.Fatal(err)
 	}
-	lk, _ := l.keys("jobs/x")
-	if ttl := mr.TTL(lk); ttl != 2*time.Millisecond {
-		t.Fatalf("a ttl of 1.5ms set a key TTL of %s, want 2ms", ttl)
+	lk, _ := l.s.keys("jobs/x")
+	if ttl := mr.TTL(lk); ttl != 6*time.Millisecond {
+		t.Fatalf("a ttl of 5.5ms set a key TTL of %s, want 6ms", ttl)
 	}
-	if _, err := l.Renew(context.Background(), got, 2500*time.Microsecond); err != nil {
+	if _, err := l.Renew(context.Background(), got, 7500*time.Microsecond); err != nil {
 		t.Fatal(err)
 	}
-	if ttl := mr.TTL(lk); ttl != 3*time.Millisecond {
-		t.Fatalf("a renewal for 2.5ms set a key TTL of %s, want 3ms", ttl)
+	if ttl := mr.TTL(lk); ttl != 8*time.Millisecond {
+		t.Fatalf("a renewal for 7.5ms set a key TTL of %s, want 8ms", ttl)
 	}
 }

@@ -2,7 +2,6 @@ package sqllease
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"strings"
@@ -19,7 +18,7 @@ func errorsAs(err error, target any) bool { return errors.As(err, target) }
 // missing table, that the lookup sent no failing statement, and that with
 // WithoutAutoCreate a missing table is a clear error and stays missing.
 func TestAutoCreateAsksTheCatalog(t *testing.T) {
-	allStores(t, func(t *testing.T, s *store) {
+	allStores(t, func(t *testing.T, s *testStore) {
 		ctx := context.Background()
 		table := randomTable()
 		t.Cleanup(func() { s.db.Exec("DROP TABLE IF EXISTS " + table) })
@@ -32,8 +31,8 @@ func TestAutoCreateAsksTheCatalog(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "does not exist") || !strings.Contains(err.Error(), "Schema") {
 			t.Fatalf("Acquire on a missing table with auto-create off: got %v, want an error saying it does not exist and pointing at Schema", err)
 		}
-		if ok, err := off.tableExists(ctx); err != nil || ok {
-			t.Fatalf("table exists=%v (%v) after a Locker with auto-create off ran: it must not create it", ok, err)
+		if lookup(t, off).exists {
+			t.Fatal("the table exists after a Locker with auto-create off ran: it must not create it")
 		}
 
 		var c counter
@@ -56,8 +55,8 @@ func TestAutoCreateAsksTheCatalog(t *testing.T) {
 		if !created {
 			t.Errorf("no CREATE TABLE IF NOT EXISTS %s among %d statements", table, len(stmts))
 		}
-		if ok, err := l.tableExists(ctx); err != nil || !ok {
-			t.Fatalf("table exists=%v (%v) after auto-create", ok, err)
+		if !lookup(t, l).exists {
+			t.Fatal("the table does not exist after auto-create")
 		}
 		// Later operations do not look again.
 		c.take()
@@ -78,7 +77,7 @@ func TestAutoCreateAsksTheCatalog(t *testing.T) {
 // TestSchemaIsWhatAutoCreateRuns checks that the exported DDL, run by the
 // user, makes a table a Locker with WithoutAutoCreate can use.
 func TestSchemaIsWhatAutoCreateRuns(t *testing.T) {
-	allStores(t, func(t *testing.T, s *store) {
+	allStores(t, func(t *testing.T, s *testStore) {
 		table := randomTable()
 		ddl, err := Schema(s.dialect, table)
 		if err != nil {
@@ -102,7 +101,7 @@ func TestSchemaIsWhatAutoCreateRuns(t *testing.T) {
 // then creates and uses a Locker (auto-creating its table) on the same
 // pool, and checks the transaction still works and commits.
 func TestCallersTransactionIsLeftIntact(t *testing.T) {
-	allStores(t, func(t *testing.T, s *store) {
+	allStores(t, func(t *testing.T, s *testStore) {
 		ctx := context.Background()
 		tx, err := s.db.BeginTx(ctx, nil)
 		if err != nil {
@@ -144,7 +143,7 @@ func TestCallersTransactionIsLeftIntact(t *testing.T) {
 func TestSQLiteTwoPoolsOneFile(t *testing.T) {
 	s := sqliteStore(t)
 	lockers := []*Locker{s.openLocker(t), s.openLocker(t)}
-	if lockers[0].db == lockers[1].db {
+	if lockers[0].s.db == lockers[1].s.db {
 		t.Fatal("the two lockers share a pool")
 	}
 	ctx := context.Background()
@@ -194,7 +193,7 @@ func TestSQLiteTwoPoolsOneFile(t *testing.T) {
 // TestClosedPool checks that a pool the caller closed gives a clear,
 // wrapped error, never ErrHeld, ErrLost or ErrNotHeld.
 func TestClosedPool(t *testing.T) {
-	allStores(t, func(t *testing.T, s *store) {
+	allStores(t, func(t *testing.T, s *testStore) {
 		db := countingDB(t, s, &counter{})
 		l, err := New(db, WithTable(s.table))
 		if err != nil {
@@ -239,13 +238,13 @@ func TestCloseLeavesTheCallersPoolOpen(t *testing.T) {
 	if err := s.db.Ping(); err != nil {
 		t.Fatalf("the caller's pool was closed by Close: %v", err)
 	}
-	o, err := Open(context.Background(), s.url)
+	o, err := OpenConnector(context.Background(), s.connector)
 	if err != nil {
 		t.Fatal(err)
 	}
 	o.Close()
-	if err := o.db.Ping(); err == nil {
-		t.Fatal("Close left open the pool Open made")
+	if err := o.s.db.Ping(); err == nil {
+		t.Fatal("Close left open the pool OpenConnector made")
 	}
 }
 
@@ -261,8 +260,8 @@ func TestInvalidTable(t *testing.T) {
 			t.Errorf("Schema(%q): %v, want ErrInvalid", bad, err)
 		}
 	}
-	if _, err := Open(context.Background(), s.url+"x&table=bad-name"); !errors.Is(err, lease.ErrInvalid) {
-		t.Errorf("Open with table=bad-name: %v, want ErrInvalid", err)
+	if _, err := OpenConnector(context.Background(), s.connector, WithTable("bad-name")); !errors.Is(err, lease.ErrInvalid) {
+		t.Errorf("OpenConnector with WithTable(bad-name): %v, want ErrInvalid", err)
 	}
 	for _, good := range []string{"leases", "_x", "jobs.leases", "L" + strings.Repeat("x", 62)} {
 		if _, err := New(s.db, WithTable(good)); err != nil {
@@ -278,7 +277,7 @@ func TestInvalidTable(t *testing.T) {
 // checks the next tenure still gets a larger token, and that held names
 // are kept.
 func TestCleanupKeepsTokenOrder(t *testing.T) {
-	allStores(t, func(t *testing.T, s *store) {
+	allStores(t, func(t *testing.T, s *testStore) {
 		ctx := context.Background()
 		l := s.newLocker(t)
 		gone, err := l.Acquire(ctx, "cleanup-gone", "a", time.Minute)
@@ -318,25 +317,4 @@ func TestCleanupKeepsTokenOrder(t *testing.T) {
 			t.Fatalf("after cleanup the next token %d is not greater than the deleted row's %d", next.Token, gone.Token)
 		}
 	})
-}
-
-// TestDatabaseDown checks that a server that does not answer is a
-// wrapped error from Open, not a hang or a panic.
-func TestDatabaseDown(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	for _, u := range []string{
-		"postgres://postgres@127.0.0.1:1/test?sslmode=disable&connect_timeout=2",
-		"mysql://root@127.0.0.1:1/test?timeout=2s",
-	} {
-		l, err := Open(ctx, u)
-		if err == nil {
-			l.Close()
-			t.Fatalf("Open(%s) succeeded", u)
-		}
-		if errors.Is(err, lease.ErrInvalid) || !strings.Contains(err.Error(), "lease/sql") {
-			t.Errorf("Open(%s): %v, want a wrapped connection error", u, err)
-		}
-	}
-	_ = sql.ErrNoRows
 }

@@ -52,5 +52,5 @@ func BenchmarkAcquireHeld(b *testing.B) {
 
 var benchStores = []struct {
 	name string
-	fn   func(testing.TB) *store
+	fn   func(testing.TB) *testStore
 }{{"sqlite", sqliteStore}, {"postgresql", postgresStore}, {"mysql", mysqlStore}}

@@ -3,12 +3,11 @@ package sqllease
 import (
 	"context"
 	"database/sql"
-	"net/url"
 	"testing"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/internal/testenv"
 )
 
 // TestExpiresIsTheDatabaseClock checks that Expires is the database's
@@ -17,7 +16,7 @@ import (
 // (TestStatementsPerOperation checks that no statement carries a time from
 // the application's clock, so skewing that clock cannot change anything.)
 func TestExpiresIsTheDatabaseClock(t *testing.T) {
-	allStores(t, func(t *testing.T, s *store) {
+	allStores(t, func(t *testing.T, s *testStore) {
 		checkDBClock(t, s, s.newLocker(t))
 	})
 }
@@ -28,12 +27,7 @@ func TestExpiresIsTheDatabaseClock(t *testing.T) {
 func TestSessionTimeZoneChangesNothing(t *testing.T) {
 	t.Run("postgresql", func(t *testing.T) {
 		s := postgresStore(t)
-		u, _ := url.Parse(s.url)
-		dsn := postgresDSN(u, u.Query())
-		db, err := sql.Open("pgx", dsn+"&timezone=Pacific/Chatham")
-		if err != nil {
-			t.Fatal(err)
-		}
+		db := sql.OpenDB(postgresConnector(t, testenv.Lookup(t, "LEASE_TEST_POSTGRES"), map[string]string{"timezone": "Pacific/Chatham"}))
 		defer db.Close()
 		var tz string
 		if err := db.QueryRow("SHOW TIME ZONE").Scan(&tz); err != nil || tz != "Pacific/Chatham" {
@@ -48,17 +42,9 @@ func TestSessionTimeZoneChangesNothing(t *testing.T) {
 	})
 	t.Run("mysql", func(t *testing.T) {
 		s := mysqlStore(t)
-		u, _ := url.Parse(s.url)
-		cfg, err := mysqlConfig(u, url.Values{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		cfg := mysqlConfig(t, testenv.Lookup(t, "LEASE_TEST_MYSQL"))
 		cfg.Params = map[string]string{"time_zone": "'+12:45'"}
-		c, err := mysql.NewConnector(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		db := sql.OpenDB(c)
+		db := sql.OpenDB(mysqlConnector(t, cfg))
 		defer db.Close()
 		var tz string
 		if err := db.QueryRow("SELECT @@session.time_zone").Scan(&tz); err != nil || tz != "+12:45" {
@@ -73,13 +59,12 @@ func TestSessionTimeZoneChangesNothing(t *testing.T) {
 	})
 }
 
-func checkDBClock(t *testing.T, s *store, l *Locker) {
+func checkDBClock(t *testing.T, s *testStore, l *Locker) {
 	t.Helper()
 	ctx := context.Background()
 	dbNow := func() time.Time {
 		var ms int64
-		q := `SELECT ` + nowExpr[s.dialect]
-		if err := s.db.QueryRowContext(ctx, q).Scan(&ms); err != nil {
+		if err := s.db.QueryRowContext(ctx, nowSQL(s.dialect)).Scan(&ms); err != nil {
 			t.Fatal(err)
 		}
 		return time.UnixMilli(ms)

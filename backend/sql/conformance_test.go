@@ -59,7 +59,7 @@ func TestConformanceMySQL8Path(t *testing.T) {
 	conformance.Run(t, conformance.Harness{
 		New: func(t testing.TB) lease.Locker {
 			l := s.newLocker(t)
-			l.forceNoReturning = true
+			forceMySQL8Path(t, l)
 			return l
 		},
 		TTL: conformanceTTL,

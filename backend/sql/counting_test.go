@@ -5,11 +5,8 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"errors"
-	"net/url"
 	"sync"
 	"testing"
-
-	"github.com/go-sql-driver/mysql"
 )
 
 // counter records what a pool sends to its database: one entry per
@@ -44,59 +41,12 @@ func (c *counter) take() (stmts []sentStmt, txs int) {
 }
 
 // countingDB returns a pool on s's database whose statements c records.
-func countingDB(t testing.TB, s *store, c *counter) *sql.DB {
+func countingDB(t testing.TB, s *testStore, c *counter) *sql.DB {
 	t.Helper()
-	var inner driver.Connector
-	switch s.dialect {
-	case MySQL:
-		u, _ := url.Parse(s.url)
-		cfg, err := mysqlConfig(u, url.Values{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if inner, err = mysql.NewConnector(cfg); err != nil {
-			t.Fatal(err)
-		}
-	default:
-		// Any pool's driver, with the DSN that pool was opened with.
-		var dsn, name string
-		if s.dialect == SQLite {
-			u, _ := url.Parse(s.url)
-			var err error
-			if dsn, err = sqliteDSN(&url.URL{Path: u.Path}, url.Values{}); err != nil {
-				t.Fatal(err)
-			}
-			name = "sqlite"
-		} else {
-			u, _ := url.Parse(s.url)
-			dsn, name = postgresDSN(u, u.Query()), "pgx"
-		}
-		db, err := sql.Open(name, dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		drv := db.Driver()
-		db.Close()
-		if dc, ok := drv.(driver.DriverContext); ok {
-			if inner, err = dc.OpenConnector(dsn); err != nil {
-				t.Fatal(err)
-			}
-		} else {
-			inner = dsnConnector{drv, dsn}
-		}
-	}
-	db := sql.OpenDB(countingConnector{inner, c})
+	db := sql.OpenDB(countingConnector{s.connector, c})
 	t.Cleanup(func() { db.Close() })
 	return db
 }
-
-type dsnConnector struct {
-	drv driver.Driver
-	dsn string
-}
-
-func (d dsnConnector) Connect(context.Context) (driver.Conn, error) { return d.drv.Open(d.dsn) }
-func (d dsnConnector) Driver() driver.Driver                        { return d.drv }
 
 type countingConnector struct {
 	inner driver.Connector

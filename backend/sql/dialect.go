@@ -7,10 +7,6 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/go-sql-driver/mysql"
-	"github.com/jackc/pgx/v5/stdlib"
-	"modernc.org/sqlite"
-
 	"github.com/leasekit/lease"
 )
 
@@ -21,11 +17,11 @@ type Dialect int
 // *sql.DB's driver".
 const (
 	// SQLite is SQLite 3.42 or later (for unixepoch('subsec')), as
-	// modernc.org/sqlite (driver name "sqlite") bundles.
+	// modernc.org/sqlite bundles.
 	SQLite Dialect = iota + 1
 	// PostgreSQL is PostgreSQL 12 or later, through any driver (pgx's
-	// database/sql driver "pgx" is detected). CockroachDB should work
-	// through it but is untested.
+	// database/sql driver and lib/pq are detected). CockroachDB should
+	// work through it but is untested.
 	PostgreSQL
 	// MySQL is MariaDB 10.5 or later, where every operation is one
 	// statement, or MySQL 8, where a contended Acquire takes a
@@ -48,37 +44,70 @@ func (d Dialect) String() string {
 
 func (d Dialect) valid() bool { return d >= SQLite && d <= MySQL }
 
-// detectDialect names the dialect of db's driver, or fails with a hint to
-// use WithDialect.
+// knownDrivers are the database/sql drivers whose dialect New knows, by
+// the import path of the driver's type. The driver is recognised by
+// reflection, so that this package imports none of them.
+var knownDrivers = []struct {
+	path    string // a package path, or the module path it starts with
+	dialect Dialect
+}{
+	{"modernc.org/sqlite", SQLite},
+	{"github.com/mattn/go-sqlite3", SQLite},
+	{"github.com/ncruces/go-sqlite3", SQLite},
+	{"github.com/jackc/pgx", PostgreSQL}, // v4 and v5 stdlib
+	{"github.com/lib/pq", PostgreSQL},
+	{"github.com/go-sql-driver/mysql", MySQL},
+}
+
+// detectDialect names the dialect of db's driver from the package path of
+// the driver's type, or fails with a hint to use WithDialect.
 func detectDialect(db *sql.DB) (Dialect, error) {
-	switch drv := db.Driver().(type) {
-	case *sqlite.Driver:
-		return SQLite, nil
-	case *stdlib.Driver:
-		return PostgreSQL, nil
-	case *mysql.MySQLDriver, mysql.MySQLDriver:
-		return MySQL, nil
-	default:
-		// Drivers this package does not import, recognised by their
-		// package path (lib/pq, mattn/go-sqlite3, ...).
-		t := reflect.TypeOf(drv)
-		for t != nil && t.Kind() == reflect.Pointer {
-			t = t.Elem()
-		}
-		path := ""
-		if t != nil {
-			path = t.PkgPath()
-		}
-		switch {
-		case strings.Contains(path, "sqlite"):
-			return SQLite, nil
-		case strings.Contains(path, "pq"), strings.Contains(path, "pgx"):
-			return PostgreSQL, nil
-		case strings.Contains(path, "mysql"):
-			return MySQL, nil
-		}
-		return 0, fmt.Errorf("%w: cannot tell the SQL dialect of driver %T: pass WithDialect", lease.ErrInvalid, drv)
+	drv := db.Driver()
+	t := reflect.TypeOf(drv)
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
 	}
+	path := ""
+	if t != nil {
+		path = t.PkgPath()
+	}
+	if d := dialectOfPackage(path); d != 0 {
+		return d, nil
+	}
+	return 0, fmt.Errorf("%w: cannot tell the SQL dialect of driver %T (package %q): pass WithDialect", lease.ErrInvalid, drv, path)
+}
+
+// dialectOfPackage is the dialect of a driver whose type is declared in the
+// package path, or 0. Besides the known drivers it accepts a path with one
+// element naming exactly one database (a driver wrapper such as
+// ".../sqlite3", ".../postgres" or ".../mysql"); anything else is left to
+// WithDialect rather than guessed.
+func dialectOfPackage(path string) Dialect {
+	for _, k := range knownDrivers {
+		if path == k.path || strings.HasPrefix(path, k.path+"/") {
+			return k.dialect
+		}
+	}
+	found := Dialect(0)
+	for _, elem := range strings.Split(strings.ToLower(path), "/") {
+		for _, c := range []struct {
+			d     Dialect
+			match bool
+		}{
+			{SQLite, strings.Contains(elem, "sqlite")},
+			{PostgreSQL, strings.Contains(elem, "postgres") || elem == "pq" || elem == "pgx"},
+			{MySQL, strings.Contains(elem, "mysql") || strings.Contains(elem, "mariadb")},
+		} {
+			if !c.match {
+				continue
+			}
+			if found != 0 && found != c.d {
+				return 0
+			}
+			found = c.d
+		}
+	}
+	return found
 }
 
 // tablePattern is what WithTable accepts: an identifier of up to 63
@@ -91,6 +120,28 @@ var tablePattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}(\.[A-Za-z_][
 func checkTable(table string) error {
 	if !tablePattern.MatchString(table) {
 		return fmt.Errorf("%w: table name %q is not an identifier (want [schema.]name of letters, digits and _, up to 63 each, not starting with a digit)", lease.ErrInvalid, table)
+	}
+	return nil
+}
+
+// pgTempSchema matches PostgreSQL's temporary schemas: pg_temp, the alias
+// of the session's own, and pg_temp_N, each session's by number. Unquoted
+// names fold to lower case, so PG_TEMP is the same schema.
+var pgTempSchema = regexp.MustCompile(`(?i)^pg_temp(_[0-9]+)?$`)
+
+// checkPermanent refuses a table named in a schema that each connection
+// has its own copy of: leases kept there would be seen by one pooled
+// connection only, so two Lockers (or two connections of one pool) would
+// both grant the same name. The catalog lookup refuses temporary tables
+// that the name does not give away (setup in store.go). The error matches
+// lease.ErrInvalid.
+func checkPermanent(d Dialect, table string) error {
+	schema, _ := splitTable(table)
+	switch {
+	case d == SQLite && strings.EqualFold(schema, "temp"):
+		return fmt.Errorf("%w: table %s is in SQLite's temp schema, which each connection has its own copy of: Lockers on other connections would not see its leases (use main. or no schema)", lease.ErrInvalid, table)
+	case d == PostgreSQL && pgTempSchema.MatchString(schema):
+		return fmt.Errorf("%w: table %s is in PostgreSQL's temporary schema %s, which each session has its own copy of: Lockers on other connections would not see its leases (use a permanent schema)", lease.ErrInvalid, table, schema)
 	}
 	return nil
 }

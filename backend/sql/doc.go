@@ -6,16 +6,28 @@
 //
 //	import sqllease "github.com/leasekit/lease/backend/sql"
 //
-// # Construction
+// # Construction, and drivers only for the store you use
 //
-// New makes a Locker on a *sql.DB the caller owns (Close leaves it open);
-// Open opens and owns a pool from a URL. The drivers are
-// modernc.org/sqlite ("sqlite", pure Go), github.com/jackc/pgx/v5/stdlib
-// ("pgx") and github.com/go-sql-driver/mysql; New detects the dialect from
-// the driver, or takes WithDialect. CockroachDB should work through the
-// PostgreSQL dialect but is untested. A program with a *pgxpool.Pool
-// passes stdlib.OpenDBFromPool(pool) (github.com/jackc/pgx/v5/stdlib),
-// which shares the pool's connections.
+// New makes a Locker on a *sql.DB the caller owns (Close leaves it open),
+// from any database/sql driver: this package imports none. It detects the
+// dialect from the package of db's driver (modernc.org/sqlite,
+// mattn/go-sqlite3, pgx, lib/pq, go-sql-driver/mysql) or takes
+// WithDialect. OpenConnector does the same on a database/sql/driver
+// Connector and owns the pool it opens. A program with a *pgxpool.Pool
+// passes stdlib.OpenDBFromPool(pool) (github.com/jackc/pgx/v5/stdlib) to
+// New, which shares the pool's connections. CockroachDB should work
+// through the PostgreSQL dialect but is untested.
+//
+// URLs are opened by one small package per dialect, which links that
+// dialect's driver and no other, and registers its schemes with
+// lease.Open when imported:
+//
+//	backend/sql/postgres  postgreslease  postgres://, postgresql://  (pgx)
+//	backend/sql/mysql     mysqllease     mysql://                    (go-sql-driver)
+//	backend/sql/sqlite    sqlitelease    sqlite:                     (modernc.org/sqlite)
+//
+// Each has Open(ctx, url, opts...) returning a *Locker of this package;
+// backend/all imports all three.
 //
 // # Table
 //
@@ -23,23 +35,49 @@
 // the primary key, the full name as bytes (so 1024-byte names and names
 // with NUL fit every dialect), owner, token, and acquired_at and
 // expires_at in epoch milliseconds by the database's clock. The first
-// operation asks the catalog (sqlite_master, to_regclass,
-// information_schema) whether the table exists, never a probe query that
-// would fail and abort a PostgreSQL transaction, and creates it with
-// CREATE TABLE IF NOT EXISTS unless WithoutAutoCreate is given.
+// operation asks the catalog (sqlite_master, pg_class through
+// to_regclass, information_schema) where the table is, never a probe
+// query that would fail and abort a PostgreSQL transaction, and creates it
+// with CREATE TABLE IF NOT EXISTS unless WithoutAutoCreate is given. From
+// then on the statements name the table with the schema (database, on
+// MySQL) the catalog found it in.
+//
+// # Temporary tables
+//
+// A temporary table belongs to one connection: two Lockers on one URL,
+// or two connections of one pool, would each see their own and both grant
+// the same name. So a temporary table is refused with an error matching
+// lease.ErrInvalid: a table named in SQLite's temp schema or PostgreSQL's
+// pg_temp or pg_temp_N schemas by New (and Schema), and a name that the
+// catalog lookup resolves to a temporary table (PostgreSQL's
+// relpersistence 't', SQLite's sqlite_temp_master for an unqualified
+// name) by the first operation. Other connections' temporary tables
+// cannot shadow the table afterwards on SQLite and PostgreSQL, since the
+// statements name its schema (main., or the one the catalog gave).
+//
+// MySQL and MariaDB before 11.2 do not list temporary tables in
+// information_schema (MariaDB 11.2 and later do, and they are refused),
+// and a temporary table shadows even a table named with its database. A
+// "CREATE TEMPORARY TABLE leases" on a connection of a pool given to New
+// would therefore send that connection's lease statements to it, and
+// mutual exclusion would break without any error. Never create a
+// temporary table with the lease table's name on such a pool. The pools
+// that Open and OpenConnector make run nothing but the Locker's
+// statements.
 //
 // # One statement per operation
 //
 // Acquire, Renew, Release and Inspect are one SQL statement each, and
 // every "now" in them is the database's clock read inside the statement,
 // so application servers need no synchronised clocks. Acquire is a
-// conditional upsert (the takeover statement, statements_*.go) that
-// always rewrites the row, choosing column by column between a new tenure
-// and the current one, and returns the row it left: the caller won when
-// the returned owner is its own, and otherwise the same answer names the
-// holder and its remaining time for the *lease.HeldError. The price: an
-// Acquire of a held name still writes the row, unchanged (on PostgreSQL a
-// new row version and a commit; MySQL skips unchanged rows).
+// conditional upsert (the takeover statement: acquire in
+// statements_postgres.go, statements_mysql.go and statements_sqlite.go)
+// that always rewrites the row, choosing column by column between a new
+// tenure and the current one, and returns the row it left: the caller won
+// when the returned owner is its own, and otherwise the same answer names
+// the holder and its remaining time for the *lease.HeldError. The price:
+// an Acquire of a held name still writes the row, unchanged (on
+// PostgreSQL a new row version and a commit; MySQL skips unchanged rows).
 //
 // MySQL 8 has no INSERT ... RETURNING: there Acquire is the same upsert
 // followed by a read of the row it locked, in one transaction (4 round
@@ -50,9 +88,28 @@
 // Statements that the database rolls back whole (deadlocks, serialization
 // failures, a busy SQLite file) are sent again, up to 10 times; two
 // racing inserts of a new name never fail (ON CONFLICT / ON DUPLICATE
-// KEY). Open on MySQL sets interpolateParams=true; with a pool of your own,
-// set it too, or go-sql-driver prepares every statement on the server
-// first (3 round trips instead of 1).
+// KEY). See New for how errors are recognised without importing drivers.
+// On MySQL, open the pool with interpolateParams=true, as
+// backend/sql/mysql does, or go-sql-driver prepares every statement on
+// the server first (3 round trips instead of 1).
+//
+// # Timeouts and lost replies
+//
+// Every operation, and OpenConnector, returns by the time its context
+// ends, with an error matching the context's, also when the server
+// accepts connections and never answers, and also while another call is
+// still creating the table.
+//
+// A Release (or any statement) whose reply is lost returns the driver's
+// error, never lease.ErrLost, though the database may have released the
+// tenure: nothing sends it again. database/sql resends a statement only
+// when the driver returns driver.ErrBadConn, which pgx's stdlib does only
+// for failures before anything was written (pgconn.SafeToRetry) and
+// go-sql-driver only when its first write wrote no byte; a connection
+// broken after the statement went out surfaces as the driver's error
+// (pgconn's, mysql.ErrInvalidConn) or the context's. This package resends
+// only after the errors listed above, which mean the database rolled the
+// statement back.
 //
 // # Tokens
 //
@@ -62,36 +119,23 @@
 // and the time floor keeps them growing after Cleanup deletes old rows.
 // Re-entrant Acquire and Renew keep the token.
 //
-// # SQLite
+// # SQLite: the store's clock is each client's clock
 //
-// Open uses WAL and busy_timeout (5000ms unless busy_timeout= says
-// otherwise), so several pools and several processes can share one file;
-// a pool of your own should do the same
+// SQLite runs inside each client process, so its unixepoch(), which
+// judges expiry, is the wall clock of the machine each process runs on.
+// On one machine every process reads the same clock and they agree; a
+// wall clock stepped forward (an NTP step) ends tenures early, and back,
+// late. Processes on different machines sharing one file would each judge
+// expiry by their own clock, and a fast clock would take over a tenure
+// its holder still has: SQLite is for processes on one machine (its
+// locking over network file systems is unreliable too). Use PostgreSQL,
+// MySQL, Redis or etcd across machines.
+//
+// Pools opened by backend/sql/sqlite use WAL and busy_timeout, so several
+// pools and several processes can share one file; a pool of your own
+// should do the same
 // (file:x.db?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)).
 // SQLite 3.42 or later is needed for unixepoch('subsec').
-//
-// # URLs
-//
-// Importing the package registers these schemes with lease.Open:
-//
-//	sqlite:///absolute/path/lease.db   (or sqlite:relative/path.db)
-//	postgres://user:pass@host:5432/db  (postgresql:// too)
-//	mysql://user:pass@host:3306/db
-//
-// An in-memory SQLite database (:memory:) is refused: each pool connection
-// would see a different one. Query parameters, for every scheme:
-//
-//	table=name        the table (default "leases"), [schema.]identifier
-//	autocreate=false  do not create the table (default true)
-//
-// for sqlite:
-//
-//	busy_timeout=ms   how long a statement waits for a locked file (5000)
-//
-// for postgres (passed to the driver): sslmode, sslrootcert, sslcert,
-// sslkey, connect_timeout, application_name; for mysql: tls (true, false,
-// skip-verify, preferred) and timeout (dial timeout, a Go duration). Any
-// other parameter is an error.
 //
 // # Cleanup
 //

@@ -4,13 +4,26 @@ import (
 	"context"
 	"crypto/rand"
 	"database/sql"
+	sqldriver "database/sql/driver"
 	"encoding/hex"
+	"fmt"
+	"net"
 	"net/url"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+	"modernc.org/sqlite"
 
 	"github.com/leasekit/lease/internal/testenv"
 )
+
+// This package imports no driver; its tests do, to make pools the way the
+// dialect packages' Open functions do (those are tested in their own
+// packages, which import this one).
 
 // randomTable returns a table name no earlier run used.
 func randomTable() string {
@@ -19,83 +32,116 @@ func randomTable() string {
 	return "lease_test_" + hex.EncodeToString(b[:])
 }
 
-// store is one database under test: a URL that Open accepts and a pool
-// for New, with a fresh table dropped when the test ends.
-type store struct {
-	name    string
-	dialect Dialect
-	url     string // with ?table=...
-	table   string
-	db      *sql.DB // owned by the test
+// testStore is one database under test: a connector for more pools and a
+// pool for New, with a fresh table dropped when the test ends.
+type testStore struct {
+	name      string
+	dialect   Dialect
+	table     string
+	connector sqldriver.Connector
+	db        *sql.DB // owned by the test
 }
 
 // sqliteStore returns a store on a new SQLite file in t's temp dir.
-func sqliteStore(t testing.TB) *store {
+func sqliteStore(t testing.TB) *testStore {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "lease.db")
-	table := randomTable()
-	s := &store{name: "sqlite", dialect: SQLite, table: table, url: "sqlite://" + path + "?table=" + table}
-	dsn, err := sqliteDSN(&url.URL{Path: path}, url.Values{})
+	return sqliteFileStore(t, filepath.Join(t.TempDir(), "lease.db"))
+}
+
+func sqliteFileStore(t testing.TB, path string) *testStore {
+	t.Helper()
+	c, err := sqlite.NewConnector(sqliteDSN(path))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.db, err = sql.Open("sqlite", dsn); err != nil {
-		t.Fatal(err)
-	}
+	s := &testStore{name: "sqlite", dialect: SQLite, table: randomTable(), connector: c, db: sql.OpenDB(c)}
 	t.Cleanup(func() { s.db.Close() })
 	return s
 }
 
+// sqliteDSN is the DSN backend/sql/sqlite's Open uses for a file.
+func sqliteDSN(path string) string {
+	return "file:" + path + "?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)"
+}
+
 // postgresStore returns a store on LEASE_TEST_POSTGRES, or skips.
-func postgresStore(t testing.TB) *store {
+func postgresStore(t testing.TB) *testStore {
 	t.Helper()
-	raw := testenv.Lookup(t, "LEASE_TEST_POSTGRES")
-	return serverStore(t, "postgresql", PostgreSQL, raw)
+	return serverStore(t, PostgreSQL, postgresConnector(t, testenv.Lookup(t, "LEASE_TEST_POSTGRES"), nil))
 }
 
 // mysqlStore returns a store on LEASE_TEST_MYSQL, or skips.
-func mysqlStore(t testing.TB) *store {
+func mysqlStore(t testing.TB) *testStore {
 	t.Helper()
-	raw := testenv.Lookup(t, "LEASE_TEST_MYSQL")
-	return serverStore(t, "mysql", MySQL, raw)
+	return serverStore(t, MySQL, mysqlConnector(t, mysqlConfig(t, testenv.Lookup(t, "LEASE_TEST_MYSQL"))))
 }
 
-func serverStore(t testing.TB, name string, d Dialect, raw string) *store {
+// postgresConnector is a pgx connector for a postgres:// URL, with extra
+// run-time parameters.
+func postgresConnector(t testing.TB, raw string, params map[string]string) sqldriver.Connector {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(raw)
+	if err != nil {
+		t.Fatalf("bad test URL: %v", err)
+	}
+	for k, v := range params {
+		cfg.RuntimeParams[k] = v
+	}
+	return stdlib.GetConnector(*cfg)
+}
+
+// mysqlConfig is the go-sql-driver configuration backend/sql/mysql's Open
+// makes of a mysql:// URL: interpolateParams on, no logging.
+func mysqlConfig(t testing.TB, raw string) *mysql.Config {
 	t.Helper()
 	u, err := url.Parse(raw)
 	if err != nil {
 		t.Fatalf("bad test URL: %v", err)
 	}
-	table := randomTable()
-	q := u.Query()
-	q.Set("table", table)
-	u.RawQuery = q.Encode()
-	s := &store{name: name, dialect: d, table: table, url: u.String()}
-	// The test's own pool comes from a Locker's Open, so that it has the
-	// same driver settings (interpolateParams on MySQL).
-	l, err := Open(context.Background(), s.url)
-	if err != nil {
-		t.Fatalf("Open(%s): %v", raw, err)
+	cfg := mysql.NewConfig()
+	cfg.Logger = &mysql.NopLogger{}
+	cfg.User = u.User.Username()
+	cfg.Passwd, _ = u.User.Password()
+	cfg.Net, cfg.Addr = "tcp", u.Host
+	if _, _, err := net.SplitHostPort(u.Host); err != nil {
+		cfg.Addr = net.JoinHostPort(u.Host, "3306")
 	}
-	s.db = l.db
+	cfg.DBName = strings.TrimPrefix(u.Path, "/")
+	cfg.InterpolateParams = true
+	return cfg
+}
+
+func mysqlConnector(t testing.TB, cfg *mysql.Config) sqldriver.Connector {
+	t.Helper()
+	c, err := mysql.NewConnector(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func serverStore(t testing.TB, d Dialect, c sqldriver.Connector) *testStore {
+	t.Helper()
+	s := &testStore{name: d.String(), dialect: d, table: randomTable(), connector: c, db: sql.OpenDB(c)}
+	s.db.SetMaxIdleConns(16)
 	t.Cleanup(func() {
-		if _, err := s.db.Exec("DROP TABLE IF EXISTS " + table); err != nil {
-			t.Errorf("dropping test table %s: %v", table, err)
+		if _, err := s.db.Exec("DROP TABLE IF EXISTS " + s.table); err != nil {
+			t.Errorf("dropping test table %s: %v", s.table, err)
 		}
-		l.Close()
+		s.db.Close()
 	})
 	return s
 }
 
 // allStores runs fn once per available dialect as a subtest.
-func allStores(t *testing.T, fn func(t *testing.T, s *store)) {
+func allStores(t *testing.T, fn func(t *testing.T, s *testStore)) {
 	t.Run("sqlite", func(t *testing.T) { fn(t, sqliteStore(t)) })
 	t.Run("postgresql", func(t *testing.T) { fn(t, postgresStore(t)) })
 	t.Run("mysql", func(t *testing.T) { fn(t, mysqlStore(t)) })
 }
 
 // newLocker returns a Locker on s's pool and table, closed with t.
-func (s *store) newLocker(t testing.TB, opts ...Option) *Locker {
+func (s *testStore) newLocker(t testing.TB, opts ...Option) *Locker {
 	t.Helper()
 	l, err := New(s.db, append([]Option{WithTable(s.table)}, opts...)...)
 	if err != nil {
@@ -105,13 +151,20 @@ func (s *store) newLocker(t testing.TB, opts ...Option) *Locker {
 	return l
 }
 
-// openLocker returns a Locker with its own pool, closed with t.
-func (s *store) openLocker(t testing.TB, opts ...Option) *Locker {
+// openLocker returns a Locker with its own pool, as the dialect packages'
+// Open make, closed with t.
+func (s *testStore) openLocker(t testing.TB, opts ...Option) *Locker {
 	t.Helper()
-	l, err := Open(context.Background(), s.url, opts...)
+	l, err := OpenConnector(context.Background(), s.connector, append([]Option{WithTable(s.table)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
 	return l
 }
+
+// nowExpr returns SQL for the database's clock in epoch milliseconds.
+func nowSQL(d Dialect) string { return fmt.Sprintf("SELECT %s", nowExpr[d]) }
+
+// contains reports whether err's text contains s.
+func contains(err error, s string) bool { return err != nil && strings.Contains(err.Error(), s) }

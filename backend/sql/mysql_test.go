@@ -4,12 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"net/url"
 	"testing"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/internal/testenv"
 )
 
 // TestMySQLPreparedStatements runs the operations on a go-sql-driver pool
@@ -19,18 +18,10 @@ import (
 func TestMySQLPreparedStatements(t *testing.T) {
 	s := mysqlStore(t)
 	for _, foundRows := range []bool{false, true} {
-		u, _ := url.Parse(s.url)
-		cfg, err := mysqlConfig(u, url.Values{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		cfg := mysqlConfig(t, testenv.Lookup(t, "LEASE_TEST_MYSQL"))
 		cfg.InterpolateParams = false
 		cfg.ClientFoundRows = foundRows
-		c, err := mysql.NewConnector(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		db := sql.OpenDB(c)
+		db := sql.OpenDB(mysqlConnector(t, cfg))
 		defer db.Close()
 		l, err := New(db, WithTable(s.table))
 		if err != nil {

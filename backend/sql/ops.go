@@ -5,11 +5,14 @@ import (
 	"crypto/sha256"
 	"database/sql"
 	"errors"
-	"fmt"
 	"time"
 
-	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 )
+
+// The store's operations: one statement each (statements_*.go), every
+// "now" in it the database's clock. driver.NewLocker checks the arguments
+// and turns the outcomes into leases and errors.
 
 // key is the row's primary key: the SHA-256 of the name.
 func key(name string) []byte {
@@ -23,116 +26,106 @@ func ttlMillis(ttl time.Duration) int64 {
 	return int64((ttl + time.Millisecond - 1) / time.Millisecond)
 }
 
-// Acquire implements lease.Locker with one statement (the takeover
-// statement in statements_*.go), except on MySQL 8 (see the package
-// documentation).
-func (l *Locker) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (lease.Lease, error) {
-	if err := lease.CheckAcquire(name, owner, ttl); err != nil {
-		return lease.Lease{}, err
+// tenure is a row as the statements return it.
+func tenure(name, owner string, token, expiresMs int64) driver.Tenure {
+	return driver.Tenure{Name: name, Owner: owner, Token: uint64(token), Expires: time.UnixMilli(expiresMs)}
+}
+
+// Acquire implements driver.Store with the takeover statement (q.acquire),
+// except on MySQL 8 (see the package documentation). The statement
+// returns the row it left, the holder's when the name is held.
+func (s *store) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (driver.Tenure, error) {
+	if err := s.setup(ctx); err != nil {
+		return driver.Tenure{}, err
 	}
-	if err := l.begin(ctx); err != nil {
-		return lease.Lease{}, l.wrap("acquire", name, err)
-	}
-	start := time.Now()
 	var (
 		gotOwner          string
 		token, exp, nowMs int64
 	)
-	err := retry(ctx, func() error {
-		if l.dialect == MySQL && l.noReturning {
-			return l.acquireTx(ctx, name, owner, ttl, &gotOwner, &token, &exp, &nowMs)
+	err := retry(ctx, s.dialect, func() error {
+		if s.noReturning {
+			return s.acquireTx(ctx, name, owner, ttl, &gotOwner, &token, &exp, &nowMs)
 		}
-		return l.db.QueryRowContext(ctx, l.q.acquire, key(name), []byte(name), owner, ttlMillis(ttl), l.host).
+		return s.db.QueryRowContext(ctx, s.q.acquire, key(name), []byte(name), owner, ttlMillis(ttl), s.host).
 			Scan(&gotOwner, &token, &exp, &nowMs)
 	})
 	if err != nil {
-		return lease.Lease{}, l.wrap("acquire", name, err)
+		return driver.Tenure{}, s.fail(err)
 	}
-	if gotOwner != owner {
-		return lease.Lease{}, &lease.HeldError{Name: name, Owner: gotOwner, Remaining: time.Duration(exp-nowMs) * time.Millisecond}
-	}
-	return lease.Lease{
-		Name:     name,
-		Owner:    owner,
-		Token:    uint64(token),
-		Expires:  time.UnixMilli(exp),
-		Deadline: lease.DeadlineFrom(start, ttl),
-	}, nil
+	t := tenure(name, gotOwner, token, exp)
+	t.Remaining = time.Duration(exp-nowMs) * time.Millisecond
+	return t, nil
 }
 
 // acquireTx is Acquire for MySQL servers without INSERT ... RETURNING: the
 // upsert, then a read of the row it locked, in one transaction.
-func (l *Locker) acquireTx(ctx context.Context, name, owner string, ttl time.Duration, gotOwner *string, token, exp, nowMs *int64) error {
-	tx, err := l.db.BeginTx(ctx, nil)
+func (s *store) acquireTx(ctx context.Context, name, owner string, ttl time.Duration, gotOwner *string, token, exp, nowMs *int64) error {
+	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback() //nolint:errcheck // after Commit it is a no-op
 	k := key(name)
-	if _, err := tx.ExecContext(ctx, l.q.acquireUpsert, k, []byte(name), owner, ttlMillis(ttl), l.host); err != nil {
+	if _, err := tx.ExecContext(ctx, s.q.acquireUpsert, k, []byte(name), owner, ttlMillis(ttl), s.host); err != nil {
 		return err
 	}
-	if err := tx.QueryRowContext(ctx, l.q.acquireRead, k).Scan(gotOwner, token, exp, nowMs); err != nil {
+	if err := tx.QueryRowContext(ctx, s.q.acquireRead, k).Scan(gotOwner, token, exp, nowMs); err != nil {
 		return err
 	}
 	return tx.Commit()
 }
 
-// Renew implements lease.Locker with one statement.
-func (l *Locker) Renew(ctx context.Context, ls lease.Lease, ttl time.Duration) (lease.Lease, error) {
-	if err := lease.CheckRenew(ls, ttl); err != nil {
-		return lease.Lease{}, err
+// Renew implements driver.Store with one statement (q.renew).
+func (s *store) Renew(ctx context.Context, t driver.Tenure, ttl time.Duration) (driver.Tenure, bool, error) {
+	if err := s.setup(ctx); err != nil {
+		return driver.Tenure{}, false, err
 	}
-	if err := l.begin(ctx); err != nil {
-		return lease.Lease{}, l.wrap("renew", ls.Name, err)
-	}
-	start := time.Now()
 	var exp int64
-	lost := false
-	err := retry(ctx, func() error {
-		if l.dialect == MySQL {
-			res, err := l.db.ExecContext(ctx, l.q.renew, ttlMillis(ttl), key(ls.Name), ls.Owner, int64(ls.Token))
+	ok := true
+	err := retry(ctx, s.dialect, func() error {
+		if s.dialect == MySQL {
+			res, err := s.db.ExecContext(ctx, s.q.renew, ttlMillis(ttl), key(t.Name), t.Owner, int64(t.Token))
 			if err != nil {
 				return err
 			}
 			if exp, err = res.LastInsertId(); err != nil {
 				return err
 			}
-			lost = exp == 0
+			ok = exp != 0
 			return nil
 		}
-		err := l.db.QueryRowContext(ctx, l.q.renew, key(ls.Name), ls.Owner, int64(ls.Token), ttlMillis(ttl)).Scan(&exp)
+		err := s.db.QueryRowContext(ctx, s.q.renew, key(t.Name), t.Owner, int64(t.Token), ttlMillis(ttl)).Scan(&exp)
 		if errors.Is(err, sql.ErrNoRows) {
-			lost, err = true, nil
+			ok, err = false, nil
 		}
 		return err
 	})
 	if err != nil {
-		return lease.Lease{}, l.wrap("renew", ls.Name, err)
+		return driver.Tenure{}, false, s.fail(err)
 	}
-	if lost {
-		return lease.Lease{}, fmt.Errorf("lease/sql: renew %q token %d: %w", ls.Name, ls.Token, lease.ErrLost)
+	if !ok {
+		return driver.Tenure{}, false, nil
 	}
-	ls.Expires = time.UnixMilli(exp)
-	ls.Deadline = lease.DeadlineFrom(start, ttl)
-	return ls, nil
+	return tenure(t.Name, t.Owner, int64(t.Token), exp), true, nil
 }
 
-// Release implements lease.Locker with one statement. The row stays, so
-// the next tenure's token is larger, with expires_at set to minus the
-// moment of release: negative, it reads as ended to every statement,
-// including one whose "now" was read before it queued for the row's lock
-// (a plain "now" there would still look in the future to it).
-func (l *Locker) Release(ctx context.Context, ls lease.Lease) error {
-	if err := lease.CheckLease(ls); err != nil {
-		return err
-	}
-	if err := l.begin(ctx); err != nil {
-		return l.wrap("release", ls.Name, err)
+// Release implements driver.Store with one statement (q.release). The row
+// stays, so the next tenure's token is larger, with expires_at set to
+// minus the moment of release: negative, it reads as ended to every
+// statement, including one whose "now" was read before it queued for the
+// row's lock (a plain "now" there would still look in the future to it).
+//
+// A Release whose reply is lost returns the driver's error, never a
+// tenure that looks lost: database/sql sends a statement again only when
+// the driver says nothing was sent (driver.ErrBadConn), and retry only
+// after errors that mean the database rolled it back whole.
+func (s *store) Release(ctx context.Context, t driver.Tenure) (bool, error) {
+	if err := s.setup(ctx); err != nil {
+		return false, err
 	}
 	var n int64
-	err := retry(ctx, func() error {
-		res, err := l.db.ExecContext(ctx, l.q.release, key(ls.Name), ls.Owner, int64(ls.Token))
+	err := retry(ctx, s.dialect, func() error {
+		res, err := s.db.ExecContext(ctx, s.q.release, key(t.Name), t.Owner, int64(t.Token))
 		if err != nil {
 			return err
 		}
@@ -140,54 +133,47 @@ func (l *Locker) Release(ctx context.Context, ls lease.Lease) error {
 		return err
 	})
 	if err != nil {
-		return l.wrap("release", ls.Name, err)
+		return false, s.fail(err)
 	}
-	if n == 0 {
-		return fmt.Errorf("lease/sql: release %q token %d: %w", ls.Name, ls.Token, lease.ErrLost)
-	}
-	return nil
+	return n > 0, nil
 }
 
-// Inspect implements lease.Locker with one statement.
-func (l *Locker) Inspect(ctx context.Context, name string) (lease.Lease, error) {
-	if err := lease.CheckName(name); err != nil {
-		return lease.Lease{}, err
-	}
-	if err := l.begin(ctx); err != nil {
-		return lease.Lease{}, l.wrap("inspect", name, err)
+// Inspect implements driver.Store with one statement (q.inspect).
+func (s *store) Inspect(ctx context.Context, name string) (driver.Tenure, bool, error) {
+	if err := s.setup(ctx); err != nil {
+		return driver.Tenure{}, false, err
 	}
 	var (
 		owner      string
 		token, exp int64
 	)
-	err := retry(ctx, func() error {
-		return l.db.QueryRowContext(ctx, l.q.inspect, key(name)).Scan(&owner, &token, &exp)
+	err := retry(ctx, s.dialect, func() error {
+		return s.db.QueryRowContext(ctx, s.q.inspect, key(name)).Scan(&owner, &token, &exp)
 	})
 	if errors.Is(err, sql.ErrNoRows) {
-		return lease.Lease{}, fmt.Errorf("lease/sql: inspect %q: %w", name, lease.ErrNotHeld)
+		return driver.Tenure{}, false, nil
 	}
 	if err != nil {
-		return lease.Lease{}, l.wrap("inspect", name, err)
+		return driver.Tenure{}, false, s.fail(err)
 	}
-	return lease.Lease{Name: name, Owner: owner, Token: uint64(token), Expires: time.UnixMilli(exp)}, nil
+	return tenure(name, owner, token, exp), true, nil
 }
 
-// List implements lease.Lister with one statement: the unexpired tenures
-// whose names start with prefix, sorted by name (byte order). It reads the
-// whole table, so it is for operators, not hot paths.
-func (l *Locker) List(ctx context.Context, prefix string) ([]lease.Lease, error) {
-	if err := l.begin(ctx); err != nil {
-		return nil, l.wrap("list", prefix, err)
+// List implements driver.Lister with one statement (q.list, q.listAll).
+// It reads the whole table, so it is for operators, not hot paths.
+func (s *store) List(ctx context.Context, prefix string) ([]driver.Tenure, error) {
+	if err := s.setup(ctx); err != nil {
+		return nil, err
 	}
-	var out []lease.Lease
-	err := retry(ctx, func() error {
+	var out []driver.Tenure
+	err := retry(ctx, s.dialect, func() error {
 		out = out[:0]
 		var rows *sql.Rows
 		var err error
 		if prefix == "" {
-			rows, err = l.db.QueryContext(ctx, l.q.listAll)
+			rows, err = s.db.QueryContext(ctx, s.q.listAll)
 		} else {
-			rows, err = l.db.QueryContext(ctx, l.q.list, len(prefix), []byte(prefix))
+			rows, err = s.db.QueryContext(ctx, s.q.list, len(prefix), []byte(prefix))
 		}
 		if err != nil {
 			return err
@@ -202,93 +188,71 @@ func (l *Locker) List(ctx context.Context, prefix string) ([]lease.Lease, error)
 			if err := rows.Scan(&name, &owner, &token, &exp); err != nil {
 				return err
 			}
-			out = append(out, lease.Lease{Name: string(name), Owner: owner, Token: uint64(token), Expires: time.UnixMilli(exp)})
+			out = append(out, tenure(string(name), owner, token, exp))
 		}
 		return rows.Err()
 	})
 	if err != nil {
-		return nil, l.wrap("list", prefix, err)
+		return nil, s.fail(err)
 	}
 	return out, nil
 }
 
-// ForceRelease implements lease.ForceReleaser: it ends name's current
+// ForceRelease implements driver.ForceReleaser: it ends name's current
 // tenure, whoever holds it, and returns it with Expires set to the moment
 // it ended (by the database's clock). The row stays, so the next tenure's
 // token is larger. One statement on SQLite and PostgreSQL; a transaction
 // of two on MySQL, which has no UPDATE ... RETURNING.
-func (l *Locker) ForceRelease(ctx context.Context, name string) (lease.Lease, error) {
-	if err := lease.CheckName(name); err != nil {
-		return lease.Lease{}, err
-	}
-	if err := l.begin(ctx); err != nil {
-		return lease.Lease{}, l.wrap("force release", name, err)
+func (s *store) ForceRelease(ctx context.Context, name string) (driver.Tenure, bool, error) {
+	if err := s.setup(ctx); err != nil {
+		return driver.Tenure{}, false, err
 	}
 	var (
 		owner      string
 		token, exp int64
 	)
-	err := retry(ctx, func() error {
-		if l.dialect == MySQL {
-			return l.forceReleaseTx(ctx, name, &owner, &token, &exp)
+	err := retry(ctx, s.dialect, func() error {
+		if s.dialect == MySQL {
+			return s.forceReleaseTx(ctx, name, &owner, &token, &exp)
 		}
-		err := l.db.QueryRowContext(ctx, l.q.forceRelease, key(name)).Scan(&owner, &token, &exp)
+		err := s.db.QueryRowContext(ctx, s.q.forceRelease, key(name)).Scan(&owner, &token, &exp)
 		exp = -exp // a released row's expires_at is minus the moment it ended
 		return err
 	})
 	if errors.Is(err, sql.ErrNoRows) {
-		return lease.Lease{}, fmt.Errorf("lease/sql: force release %q: %w", name, lease.ErrNotHeld)
+		return driver.Tenure{}, false, nil
 	}
 	if err != nil {
-		return lease.Lease{}, l.wrap("force release", name, err)
+		return driver.Tenure{}, false, s.fail(err)
 	}
-	return lease.Lease{Name: name, Owner: owner, Token: uint64(token), Expires: time.UnixMilli(exp)}, nil
+	return tenure(name, owner, token, exp), true, nil
 }
 
-func (l *Locker) forceReleaseTx(ctx context.Context, name string, owner *string, token, exp *int64) error {
-	tx, err := l.db.BeginTx(ctx, nil)
+func (s *store) forceReleaseTx(ctx context.Context, name string, owner *string, token, exp *int64) error {
+	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback() //nolint:errcheck // after Commit it is a no-op
 	k := key(name)
-	if err := tx.QueryRowContext(ctx, l.q.forceSelect, k).Scan(owner, token, exp); err != nil {
+	if err := tx.QueryRowContext(ctx, s.q.forceSelect, k).Scan(owner, token, exp); err != nil {
 		return err
 	}
-	if _, err := tx.ExecContext(ctx, l.q.forceUpdate, k, *token); err != nil {
+	if _, err := tx.ExecContext(ctx, s.q.forceUpdate, k, *token); err != nil {
 		return err
 	}
 	return tx.Commit()
 }
 
-// MinCleanupAge is the shortest age Cleanup accepts.
-const MinCleanupAge = time.Minute
-
-// Cleanup deletes the rows of names whose last tenure ended (expired,
-// or was released) more than olderThan ago by the database's clock, and
-// returns how many it deleted. Use it when many short-lived names would
-// otherwise leave a row each.
-//
-// Tokens stay in order across a deletion: a new row's first token is the
-// database's time in milliseconds times 1000, and every later token at
-// least that, so a name's next token exceeds its deleted row's last one
-// unless that row saw over 1000 tenures per millisecond on average, or the
-// database's clock stepped back by more than olderThan. olderThan must be
-// at least MinCleanupAge; an hour or a day is a sensible choice.
-func (l *Locker) Cleanup(ctx context.Context, olderThan time.Duration) (int64, error) {
-	if olderThan < MinCleanupAge {
-		return 0, fmt.Errorf("%w: lease/sql: cleanup age %s is shorter than the minimum of %s", lease.ErrInvalid, olderThan, MinCleanupAge)
-	}
-	return l.cleanup(ctx, olderThan)
-}
-
-func (l *Locker) cleanup(ctx context.Context, olderThan time.Duration) (int64, error) {
-	if err := l.begin(ctx); err != nil {
-		return 0, l.wrap("cleanup", l.table, err)
+// cleanup deletes the rows whose last tenure ended more than olderThan
+// ago, with one statement (q.cleanup).
+func (s *store) cleanup(ctx context.Context, olderThan time.Duration) (int64, error) {
+	if err := s.setup(ctx); err != nil {
+		return 0, err
 	}
 	var n int64
-	err := retry(ctx, func() error {
-		res, err := l.db.ExecContext(ctx, l.q.cleanup, ttlMillis(olderThan))
+	err := retry(ctx, s.dialect, func() error {
+		res, err := s.db.ExecContext(ctx, s.q.cleanup, ttlMillis(olderThan))
 		if err != nil {
 			return err
 		}
@@ -296,7 +260,7 @@ func (l *Locker) cleanup(ctx context.Context, olderThan time.Duration) (int64, e
 		return err
 	})
 	if err != nil {
-		return 0, l.wrap("cleanup", l.table, err)
+		return 0, s.fail(err)
 	}
 	return n, nil
 }

@@ -14,12 +14,14 @@ import (
 	"testing"
 	"time"
 
+	"modernc.org/sqlite"
+
 	"github.com/leasekit/lease"
 )
 
 // childEnv makes the test binary act as the second process of
-// TestSQLiteTwoProcesses: its value is the SQLite URL to hammer.
-const childEnv = "LEASE_SQL_TEST_CHILD_URL"
+// TestSQLiteTwoProcesses: its value is the SQLite file to hammer.
+const childEnv = "LEASE_SQL_TEST_CHILD_FILE"
 
 // TestSQLiteTwoProcesses runs two real processes (this test binary twice)
 // with 16 goroutines each against one SQLite file, all taking turns on
@@ -30,23 +32,23 @@ func TestSQLiteTwoProcesses(t *testing.T) {
 	if os.Getenv(childEnv) != "" {
 		t.Skip("running as the child process")
 	}
-	url := "sqlite://" + filepath.Join(t.TempDir(), "shared.db")
+	path := filepath.Join(t.TempDir(), "shared.db")
 	// Create the table first so both processes start on equal terms.
-	first, err := Open(context.Background(), url)
+	first, err := openFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	first.Close()
 
 	cmd := exec.Command(os.Args[0], "-test.run=^TestSQLiteChildProcess$", "-test.count=1")
-	cmd.Env = append(os.Environ(), childEnv+"="+url)
+	cmd.Env = append(os.Environ(), childEnv+"="+path)
 	var childOut strings.Builder
 	cmd.Stdout = &childOut
 	cmd.Stderr = &childOut
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	mine, attempts, err := hammer(url, "parent")
+	mine, attempts, err := hammer(path, "parent")
 	if err != nil {
 		t.Error(err)
 	}
@@ -84,11 +86,11 @@ func TestSQLiteTwoProcesses(t *testing.T) {
 
 // TestSQLiteChildProcess is the second process of TestSQLiteTwoProcesses.
 func TestSQLiteChildProcess(t *testing.T) {
-	url := os.Getenv(childEnv)
-	if url == "" {
+	path := os.Getenv(childEnv)
+	if path == "" {
 		t.Skip("only run as TestSQLiteTwoProcesses' child")
 	}
-	tokens, _, err := hammer(url, "child")
+	tokens, _, err := hammer(path, "child")
 	for _, g := range tokens {
 		fmt.Printf("TOKEN %s %d\n", g.name, g.token)
 	}
@@ -106,8 +108,8 @@ type grant struct {
 // hammer runs 16 goroutines that acquire, renew and release 4 shared
 // names for a second, and returns the tokens it was granted and how many
 // Acquires it made.
-func hammer(url, who string) ([]grant, int, error) {
-	l, err := Open(context.Background(), url)
+func hammer(path, who string) ([]grant, int, error) {
+	l, err := openFile(path)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -154,4 +156,14 @@ func hammer(url, who string) ([]grant, int, error) {
 	}
 	wg.Wait()
 	return tokens, attempts, errors.Join(errs...)
+}
+
+// openFile opens a Locker with its own pool on the SQLite file at path, as
+// backend/sql/sqlite's Open does.
+func openFile(path string) (*Locker, error) {
+	c, err := sqlite.NewConnector(sqliteDSN(path))
+	if err != nil {
+		return nil, err
+	}
+	return OpenConnector(context.Background(), c)
 }

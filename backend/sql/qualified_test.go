@@ -12,7 +12,7 @@ import (
 // TestSchemaQualifiedTable runs every operation on a table named with its
 // schema (main. on SQLite, public. on PostgreSQL, the database on MySQL).
 func TestSchemaQualifiedTable(t *testing.T) {
-	allStores(t, func(t *testing.T, s *store) {
+	allStores(t, func(t *testing.T, s *testStore) {
 		schema := map[Dialect]string{SQLite: "main", PostgreSQL: "public", MySQL: "test"}[s.dialect]
 		table := schema + "." + randomTable()
 		t.Cleanup(func() { s.db.Exec("DROP TABLE IF EXISTS " + table) })

@@ -6,8 +6,7 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
-	"modernc.org/sqlite"
+	"github.com/leasekit/lease/backend/sql/internal/classify"
 )
 
 // maxAttempts bounds how often one operation is tried when the database
@@ -15,47 +14,56 @@ import (
 // deadlock, a serialization failure, or a busy SQLite file.
 const maxAttempts = 10
 
-// retryable reports whether err means the statement was rolled back
-// whole and may simply be sent again.
-func retryable(err error) bool {
+// retryable reports whether err, from a statement sent on a d pool, means
+// the statement was rolled back whole and may simply be sent again. It
+// must never accept an error that leaves the outcome unknown (a lost
+// connection, a timeout): sending a Release again after one would find
+// the tenure gone and report it lost when it was released.
+//
+// The drivers are recognised through the methods their errors have, so
+// that this package imports none of them:
+//
+//   - SQLState() string (pgx's *pgconn.PgError, lib/pq's *pq.Error, and
+//     any driver for a database that reports SQLSTATE): 40001
+//     serialization failure, 40P01 deadlock;
+//   - on SQLite, Code() int (modernc.org/sqlite's *sqlite.Error): the
+//     primary result codes SQLITE_BUSY and SQLITE_LOCKED;
+//   - errors of drivers that expose neither, through the classifiers the
+//     dialect packages register (backend/sql/mysql: go-sql-driver's
+//     1213 deadlock and 1020 record changed).
+func retryable(d Dialect, err error) bool {
 	var se interface{ SQLState() string }
 	if errors.As(err, &se) {
 		switch se.SQLState() {
-		case "40001", // serialization_failure
+		case "40001", // serialization_failure (MySQL's deadlock has it too)
 			"40P01": // deadlock_detected
 			return true
 		}
 	}
-	var me *mysql.MySQLError
-	if errors.As(err, &me) {
-		switch me.Number {
-		case 1213, // ER_LOCK_DEADLOCK
-			1020: // ER_CHECKREAD: record changed since last read
-			return true
+	if d == SQLite {
+		var ce interface{ Code() int }
+		if errors.As(err, &ce) {
+			switch ce.Code() & 0xff {
+			case 5, 6: // SQLITE_BUSY, SQLITE_LOCKED (and their extended codes)
+				return true
+			}
 		}
 	}
-	var qe *sqlite.Error
-	if errors.As(err, &qe) {
-		switch qe.Code() & 0xff {
-		case 5, 6: // SQLITE_BUSY, SQLITE_LOCKED (and their extended codes)
-			return true
-		}
-	}
-	return false
+	return classify.Retryable(err)
 }
 
 // retry runs fn until it succeeds, fails for a reason retryable does not
 // accept, or has been tried maxAttempts times, sleeping a short random
-// while between attempts.
-func retry(ctx context.Context, fn func() error) error {
+// while between attempts. It sends nothing again after an error that
+// leaves the outcome unknown.
+func retry(ctx context.Context, d Dialect, fn func() error) error {
 	for attempt := 1; ; attempt++ {
 		err := fn()
-		if err == nil || attempt >= maxAttempts || !retryable(err) {
+		if err == nil || attempt >= maxAttempts || !retryable(d, err) {
 			return err
 		}
 		backoff := time.Duration(attempt) * time.Millisecond
-		d := backoff + rand.N(backoff*4)
-		t := time.NewTimer(d)
+		t := time.NewTimer(backoff + rand.N(backoff*4))
 		select {
 		case <-ctx.Done():
 			t.Stop()

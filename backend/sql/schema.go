@@ -61,12 +61,16 @@ var schemas = map[Dialect]string{
 // dialect d, for users who create the table in their own migrations (and
 // pass WithoutAutoCreate). It is exactly what a Locker runs when it finds
 // the table missing. The error matches lease.ErrInvalid for an unknown
-// dialect or a table name that WithTable would reject.
+// dialect, a table name that WithTable would reject, or a table in a
+// temporary schema (SQLite's temp, PostgreSQL's pg_temp).
 func Schema(d Dialect, table string) (string, error) {
 	if !d.valid() {
 		return "", fmt.Errorf("%w: unknown SQL dialect %v", lease.ErrInvalid, d)
 	}
 	if err := checkTable(table); err != nil {
+		return "", err
+	}
+	if err := checkPermanent(d, table); err != nil {
 		return "", err
 	}
 	return strings.ReplaceAll(schemas[d], "{T}", table), nil

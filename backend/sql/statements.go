@@ -2,9 +2,15 @@ package sqllease
 
 import "strings"
 
+// The statements live in one file per dialect: statements_sqlite.go,
+// statements_postgres.go and statements_mysql.go. The takeover statement,
+// Acquire's conditional upsert, is the acquire field of each (on MySQL
+// built from mysqlAcquireUpsert); ops.go runs them.
+
 // queries holds one dialect's statements for one table. Each operation is
 // one statement; every "now" in it is the database's clock, read once per
 // statement (see nowExpr), so the application's clock never judges expiry.
+// {T} is the table, named with the schema the catalog found it in.
 //
 // Argument order, for the dialects with numbered parameters:
 //

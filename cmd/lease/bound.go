@@ -4,18 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"time"
 
-	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 )
 
 // A store that accepts connections but never answers must not hang lease:
 // every call to the store is bounded, opening it included. The bound is a
-// context deadline, which the clients honour; and, for a client that does
-// not (go-redis waits out its own read timeout unless told otherwise),
-// lease stops waiting shortly after the deadline anyway and leaves the
-// call behind: the process is about to report the failure and exit.
+// context deadline, which every backend of this module honours (lease.Run
+// bounds its own calls the same way). Where the process is about to report
+// the failure and exit (opening the store, the one-shot commands), lease
+// also stops waiting shortly after the deadline if a call has not returned
+// by then, leaving it behind, so that a client that ignores its context
+// cannot hang an operator's cron job either.
 
 // abandonAfter is how long past its deadline a call may take to return
 // its own error before lease stops waiting for it.
@@ -57,12 +58,7 @@ func (g *globals) storeName() string {
 	if err != nil {
 		return "(unknown)"
 	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		// Never quote what did not parse: it may hold a password.
-		return "(a URL that does not parse)"
-	}
-	return u.Redacted()
+	return driver.Redact(raw)
 }
 
 // bounded returns op's result, or ctx's cause shortly after ctx ends if op
@@ -99,27 +95,4 @@ func bounded[T any](ctx context.Context, op func(context.Context) (T, error), la
 	}
 	var zero T
 	return zero, fmt.Errorf("the store did not answer: %w", context.Cause(ctx))
-}
-
-// boundedLocker is the Locker lease run hands to lease.Run: each call
-// returns by its context's deadline (the ttl for an Acquire, the lease's
-// Deadline for a Renew), even on a client that ignores it. An Acquire left
-// behind is not released: its tenure expires on its own.
-type boundedLocker struct{ lease.Locker }
-
-func (b boundedLocker) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (lease.Lease, error) {
-	return bounded(ctx, func(ctx context.Context) (lease.Lease, error) { return b.Locker.Acquire(ctx, name, owner, ttl) }, nil)
-}
-
-func (b boundedLocker) Renew(ctx context.Context, l lease.Lease, ttl time.Duration) (lease.Lease, error) {
-	return bounded(ctx, func(ctx context.Context) (lease.Lease, error) { return b.Locker.Renew(ctx, l, ttl) }, nil)
-}
-
-func (b boundedLocker) Release(ctx context.Context, l lease.Lease) error {
-	_, err := bounded(ctx, func(ctx context.Context) (struct{}, error) { return struct{}{}, b.Locker.Release(ctx, l) }, nil)
-	return err
-}
-
-func (b boundedLocker) Inspect(ctx context.Context, name string) (lease.Lease, error) {
-	return bounded(ctx, func(ctx context.Context) (lease.Lease, error) { return b.Locker.Inspect(ctx, name) }, nil)
 }

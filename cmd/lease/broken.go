@@ -15,12 +15,13 @@ import (
 
 	"github.com/leasekit/lease"
 	"github.com/leasekit/lease/backend/memory"
+	"github.com/leasekit/lease/driver"
 )
 
 func init() {
 	shared := memory.New()
 	lease.Register("broken", func(ctx context.Context, u *url.URL) (lease.Locker, error) {
-		if _, err := lease.URLQuery(u); err != nil {
+		if _, err := driver.URLQuery(u); err != nil {
 			return nil, err
 		}
 		return &brokenLocker{Locker: shared}, nil

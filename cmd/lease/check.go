@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 )
 
 // checkConfig is what "lease check" hands to the copy of itself that runs
@@ -149,7 +149,7 @@ func (g *globals) runCheckChild(ctx context.Context, cfg checkConfig, parallel i
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(g.stdout, "checking %s against the lease contract (ttl %s)\n", lease.Redact(cfg.URL), cfg.TTL)
+	fmt.Fprintf(g.stdout, "checking %s against the lease contract (ttl %s)\n", driver.Redact(cfg.URL), cfg.TTL)
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("check: running the suite: %w", err)
@@ -226,7 +226,7 @@ func (g *globals) runCheckChild(ctx context.Context, cfg checkConfig, parallel i
 	default:
 		fmt.Fprintf(g.stdout, "FAIL: the suite did not finish (%v) after %s\n", werr, elapsed)
 	}
-	return &exitError{code: exitFailure, msg: fmt.Sprintf("%s does not keep the lease contract: do not rely on it", lease.Redact(cfg.URL))}
+	return &exitError{code: exitFailure, msg: fmt.Sprintf("%s does not keep the lease contract: do not rely on it", driver.Redact(cfg.URL))}
 }
 
 // printLogs prints a subtest's log lines under its result, cutting very

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"io"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -42,5 +43,32 @@ func TestRunDoesNotStartTheCommandAfterTheDeadline(t *testing.T) {
 	}
 	if l, err := mem.Inspect(context.Background(), "late"); !errors.Is(err, lease.ErrNotHeld) {
 		t.Errorf("the late tenure was not released: Inspect = %v, %v", l, err)
+	}
+}
+
+// The command line's own check, whatever lease.Run checks before calling
+// it: a command is never started once the lease's Deadline has passed
+// (here fn waits past it before starting the command).
+func TestCommandNeverStartsPastTheDeadline(t *testing.T) {
+	ran := filepath.Join(t.TempDir(), "ran")
+	c := &child{
+		argv: []string{"touch", ran},
+		fwd:  &forwarder{cancel: func() {}},
+		g:    &globals{stdout: io.Discard, stderr: io.Discard, given: map[string]string{}},
+	}
+	err := lease.Run(context.Background(), memory.New(), "late", 300*time.Millisecond, func(ctx context.Context) error {
+		held, _ := lease.FromContext(ctx)
+		time.Sleep(time.Until(held.Deadline) + 10*time.Millisecond)
+		return c.run(ctx)
+	}, lease.WithoutRenewal())
+	if fileExists(ran) {
+		t.Errorf("the command started after the lease's Deadline")
+	}
+	if !errors.Is(c.notStarted, errTooLate) {
+		t.Errorf("the command was not refused as too late: notStarted = %v (Run: %v)", c.notStarted, err)
+	}
+	var ee *exitError
+	if out := c.outcome("late", err); !errors.As(out, &ee) || ee.code != exitFailure || !strings.Contains(ee.msg, "too late") || strings.Contains(ee.msg, "lost") {
+		t.Errorf("outcome: %v, want exit 1 saying the store answered too late", out)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 )
 
 // release is "lease release --force NAME".
@@ -23,7 +24,7 @@ func (g *globals) release(ctx context.Context, args []string) (err error) {
 		return usageErrorf("release needs --force: only the holder releases a lease normally (lease run does, when its command exits); --force ends another holder's tenure")
 	}
 	name := fs.Arg(0)
-	if err := lease.CheckName(name); err != nil {
+	if err := driver.CheckName(name); err != nil {
 		return usageErrorf("%v", err)
 	}
 	ctx, cancel := g.oneShot(ctx)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 )
 
 const runSynopsis = `run [flags] NAME -- COMMAND [ARGS...]
@@ -124,7 +125,7 @@ func (g *globals) run(ctx context.Context, args []string) (err error) {
 		}
 	}
 	c := &child{argv: argv, grace: f.grace, fwd: fwd, g: g, conflictCode: f.conflictCode}
-	rerr := lease.Run(runCtx, boundedLocker{l}, name, f.ttl, c.run, opts...)
+	rerr := lease.Run(runCtx, l, name, f.ttl, c.run, opts...)
 	return c.outcome(name, rerr)
 }
 
@@ -140,14 +141,14 @@ func (g *globals) openLimit() (time.Duration, string) {
 // check validates the flags, before anything touches the store, and
 // fills in the default grace.
 func (f *runFlags) check(name string, given map[string]string) error {
-	if err := lease.CheckName(name); err != nil {
+	if err := driver.CheckName(name); err != nil {
 		return usageErrorf("run: %v", err)
 	}
-	if err := lease.CheckTTL(f.ttl); err != nil {
+	if err := driver.CheckTTL(f.ttl); err != nil {
 		return usageErrorf("run: --ttl: %v", err)
 	}
 	if f.owner != "" {
-		if err := lease.CheckOwner(f.owner); err != nil {
+		if err := driver.CheckOwner(f.owner); err != nil {
 			return usageErrorf("run: --owner: %v", err)
 		}
 	}
@@ -292,10 +293,12 @@ func (c *child) stop(grp *group, killAt time.Time) {
 func (c *child) outcome(name string, err error) error {
 	var he *lease.HeldError
 	switch {
+	case c.fwd.interrupted() != nil && !c.started:
+		// Before the busy case: a wait cut short by a signal also carries
+		// the holder it was waiting for.
+		return failf(signalExitCode(c.fwd.interrupted()), "interrupted before the command started (waiting for %s)", quoteName(name))
 	case errors.As(err, &he):
 		return failf(c.conflictCode, "%s is busy: held by %s for another %s", quoteName(name), he.Owner, roundDuration(he.Remaining))
-	case c.fwd.interrupted() != nil && !c.started:
-		return failf(signalExitCode(c.fwd.interrupted()), "interrupted before the command started (waiting for %s)", quoteName(name))
 	case errors.Is(c.notStarted, errTooLate):
 		return failf(exitFailure, "the store answered too late: the lease %s reached its deadline before %s could start, so it was not run and the lease was released", quoteName(name), c.argv[0])
 	case c.notStarted != nil:

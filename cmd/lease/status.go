@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 )
 
 // leaseJSON is how status and list print a tenure with --json.
@@ -56,7 +57,7 @@ func (g *globals) status(ctx context.Context, args []string) (err error) {
 		return usageErrorf("status takes one NAME, got %d arguments", fs.NArg())
 	}
 	name := fs.Arg(0)
-	if err := lease.CheckName(name); err != nil {
+	if err := driver.CheckName(name); err != nil {
 		return usageErrorf("%v", err)
 	}
 	ctx, cancel := g.oneShot(ctx)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/leasekit/lease"
 	_ "github.com/leasekit/lease/backend/all"
+	"github.com/leasekit/lease/driver"
 	"github.com/leasekit/lease/internal/etcdtest"
 )
 
@@ -46,7 +47,7 @@ func open(b *testing.B, t target) lease.Locker {
 	}
 	l, err := lease.Open(context.Background(), url)
 	if err != nil {
-		b.Fatalf("Open(%s): %v", lease.Redact(url), err)
+		b.Fatalf("Open(%s): %v", driver.Redact(url), err)
 	}
 	b.Cleanup(func() { _ = l.Close() })
 	return l

@@ -6,8 +6,8 @@
 // in a temporary directory, logs nothing, and runs with a 10ms heartbeat
 // and a 100ms election timeout, so it is ready in well under a second and
 // grants leases as short as 1s (etcd's minimum lease TTL is 1.5 election
-// timeouts, rounded up to whole seconds). It skips fsync: its data is
-// thrown away when it stops.
+// timeouts, rounded up to whole seconds). It skips fsync, since its data
+// is thrown away when it stops, and hashes passwords cheaply.
 //
 // Only tests import this package (it is internal, and importing the etcd
 // server is heavy), so programs that use backend/etcd never compile the
@@ -16,7 +16,9 @@ package etcdtest
 
 import (
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"strings"
@@ -122,6 +124,10 @@ func start() (*Server, error) {
 	cfg.TickMs = 10
 	cfg.ElectionMs = 100
 	cfg.UnsafeNoFsync = true
+	// Hash passwords with bcrypt's minimum cost (bcrypt.MinCost): tests
+	// that enable authentication should not wait seconds, under -race,
+	// for each login.
+	cfg.BcryptCost = 4
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
 
 	e, err := embed.StartEtcd(cfg)
@@ -140,7 +146,40 @@ func start() (*Server, error) {
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("embedded etcd not ready after %s", startTimeout)
 	}
+	// ReadyNotify fires before the server has finished setting up its
+	// client listener (gRPC server, HTTP gateway, connection multiplexer).
+	// Once an HTTP request is answered, all of that is running, so no
+	// goroutine of the server starts after Start returns: tests that check
+	// for leaked goroutines against a snapshot can rely on it.
+	if err := waitServing(clientURL, time.Now().Add(startTimeout)); err != nil {
+		e.Close()
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
 	return &Server{etcd: e, dir: dir, endpoints: []string{clientURL.Host}}, nil
+}
+
+// waitServing waits until the server at u answers an HTTP request for its
+// version, or until deadline.
+func waitServing(u url.URL, deadline time.Time) error {
+	u.Path = "/version"
+	hc := &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	defer hc.CloseIdleConnections()
+	for {
+		resp, err := hc.Get(u.String())
+		if err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			err = fmt.Errorf("GET %s: %s", u.String(), resp.Status)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("embedded etcd does not serve clients: %w", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // Endpoints returns the server's client endpoints, as host:port.

@@ -10,11 +10,14 @@
 //
 // When LEASE_TEST_REQUIRE_ALL is set to 1, a test that would skip for a
 // missing variable fails instead, so CI cannot silently stop testing a
-// backend.
+// backend. The same rule holds for a missing program (RequireBinary) or
+// anything else a test cannot run without (Unavailable).
 package testenv
 
 import (
+	"fmt"
 	"os"
+	"os/exec"
 	"testing"
 )
 
@@ -35,4 +38,30 @@ func Lookup(t testing.TB, env string) string {
 	}
 	t.Skipf("%s is not set: skipping the test against a real server (set it, e.g. as .ci/run does, to run it)", env)
 	return ""
+}
+
+// Unavailable reports that something a test needs is missing from this
+// machine (a program, a user, a package): it skips t with the message, or
+// fails t when LEASE_TEST_REQUIRE_ALL=1, so that CI cannot silently stop
+// running the test. The message should say how to get what is missing.
+func Unavailable(t testing.TB, format string, args ...any) {
+	t.Helper()
+	msg := fmt.Sprintf(format, args...)
+	if os.Getenv(RequireAll) == "1" {
+		t.Fatalf("%s (and %s=1: this test must not be skipped)", msg, RequireAll)
+	}
+	t.Skip(msg)
+}
+
+// RequireBinary returns the path of the program name, looked up in PATH.
+// When it is missing it calls Unavailable with a message naming the Debian
+// package that provides it, so the test skips, or fails in CI.
+func RequireBinary(t testing.TB, name, debianPackage string) string {
+	t.Helper()
+	path, err := exec.LookPath(name)
+	if err != nil {
+		Unavailable(t, "%s is not installed: install the Debian package %s (apt-get install -y %s), as .ci/run does, to run this test", name, debianPackage, debianPackage)
+		return ""
+	}
+	return path
 }

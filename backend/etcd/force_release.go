@@ -1,0 +1,33 @@
+package etcdlease
+
+import (
+	"context"
+	"time"
+
+	"github.com/leasekit/lease/driver"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// ForceRelease implements driver.ForceReleaser. It deletes the key
+// whoever holds it, reads how long its etcd lease had left (for the
+// ended tenure's Expires), and revokes that lease after the call returns:
+// three round trips. The next tenure's create revision, its Token, is
+// larger, as always.
+func (s *store) ForceRelease(ctx context.Context, name string) (driver.Tenure, bool, error) {
+	r, err := s.client.Delete(ctx, s.key(name), clientv3.WithPrevKV())
+	if err != nil {
+		return driver.Tenure{}, false, err
+	}
+	if len(r.PrevKvs) == 0 {
+		return driver.Tenure{}, false, nil
+	}
+	kv := r.PrevKvs[0]
+	ended := driver.Tenure{Name: name, Owner: string(kv.Value), Token: uint64(kv.CreateRevision), Expires: time.Now().Round(0)}
+	// The key is gone whatever happens next: a failure to read its lease
+	// only costs the ended tenure's Expires, which stays "now".
+	if t, err := s.describe(ctx, name, kv); err == nil {
+		ended.Expires = t.Expires
+	}
+	s.revokes.revoke(ctx, clientv3.LeaseID(kv.Lease))
+	return ended, true, nil
+}

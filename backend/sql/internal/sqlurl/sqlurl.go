@@ -1,0 +1,98 @@
+// Package sqlurl is what the dialect packages of backend/sql share to open
+// a Locker from a URL: the query parameters every SQL URL takes (table,
+// autocreate), the error prefix, and the registration with lease.Open. A
+// dialect package supplies only its own parameters and the translation of
+// the URL into its driver's connector.
+package sqlurl
+
+import (
+	"context"
+	sqldriver "database/sql/driver"
+	"errors"
+	"fmt"
+	"net/url"
+	"regexp"
+	"strconv"
+
+	"github.com/leasekit/lease"
+	sqllease "github.com/leasekit/lease/backend/sql"
+	"github.com/leasekit/lease/driver"
+)
+
+// Dialect is one dialect package's side of opening a URL.
+type Dialect struct {
+	// Dialect is the SQL dialect the connector speaks.
+	Dialect sqllease.Dialect
+	// Params are the query parameters the dialect takes besides table
+	// and autocreate.
+	Params []string
+	// Connector turns the URL and its checked query into a connector.
+	// Its errors must not quote the URL, which may hold a password.
+	Connector func(u *url.URL, q url.Values) (sqldriver.Connector, error)
+}
+
+// OpenRaw is a dialect package's Open: it parses rawURL once, without
+// letting a password reach the error, and opens it.
+func (d Dialect) OpenRaw(ctx context.Context, rawURL string, opts []sqllease.Option) (*sqllease.Locker, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("lease/sql: open: %w: URL %s does not parse: %s", lease.ErrInvalid, driver.Redact(rawURL), parseReason(err))
+	}
+	return d.Open(ctx, u, opts)
+}
+
+// quoted matches what url.Parse's reasons quote from the URL.
+var quoted = regexp.MustCompile(`"[^"]*"`)
+
+// parseReason is why url.Parse refused a URL, without the parts of the URL
+// it quotes: a '#' or '/' in an unescaped password makes the password read
+// as a port ("invalid port \":Hunter2\" after host"), a '%' in one as an
+// escape.
+func parseReason(err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	return quoted.ReplaceAllString(err.Error(), `"…"`)
+}
+
+// Open opens a Locker for u, which lease.Open or OpenRaw parsed. Options
+// given by the caller come after the URL's, so they win.
+func (d Dialect) Open(ctx context.Context, u *url.URL, opts []sqllease.Option) (*sqllease.Locker, error) {
+	q, err := driver.URLQuery(u, append([]string{"table", "autocreate"}, d.Params...)...)
+	if err != nil {
+		return nil, fmt.Errorf("lease/sql: open: %w", err)
+	}
+	urlOpts := []sqllease.Option{sqllease.WithDialect(d.Dialect)}
+	if t := q.Get("table"); t != "" {
+		urlOpts = append(urlOpts, sqllease.WithTable(t))
+	}
+	if v := q.Get("autocreate"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return nil, fmt.Errorf("lease/sql: open: %w: autocreate=%q is not a boolean", lease.ErrInvalid, v)
+		}
+		if !b {
+			urlOpts = append(urlOpts, sqllease.WithoutAutoCreate())
+		}
+	}
+	c, err := d.Connector(u, q)
+	if err != nil {
+		return nil, fmt.Errorf("lease/sql: open: %w", err)
+	}
+	return sqllease.OpenConnector(ctx, c, append(urlOpts, opts...)...)
+}
+
+// Register makes lease.Open open the dialect's schemes.
+func (d Dialect) Register(schemes ...string) {
+	opener := func(ctx context.Context, u *url.URL) (lease.Locker, error) {
+		l, err := d.Open(ctx, u, nil)
+		if err != nil {
+			return nil, err // not a typed nil in the interface
+		}
+		return l, nil
+	}
+	for _, s := range schemes {
+		lease.Register(s, opener)
+	}
+}

@@ -1,0 +1,110 @@
+package mysqllease
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/leasekit/lease"
+	sqllease "github.com/leasekit/lease/backend/sql"
+	"github.com/leasekit/lease/backend/sql/internal/classify"
+	"github.com/leasekit/lease/internal/testenv"
+)
+
+// TestURLTranslation checks what a URL becomes for go-sql-driver.
+func TestURLTranslation(t *testing.T) {
+	u, _ := url.Parse("mysql://app:p%40ss@db/prod?tls=skip-verify&timeout=3s&table=x")
+	cfg, err := config(u, u.Query())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.User != "app" || cfg.Passwd != "p@ss" || cfg.Addr != "db:3306" || cfg.DBName != "prod" ||
+		!cfg.InterpolateParams || cfg.TLSConfig != "skip-verify" || cfg.Timeout != 3*time.Second {
+		t.Errorf("config = %+v", cfg)
+	}
+	if _, ok := cfg.Logger.(*mysql.NopLogger); !ok {
+		t.Errorf("config's Logger is %T, want *mysql.NopLogger: the driver must not print to the program's stderr", cfg.Logger)
+	}
+	if len(cfg.Params) != 0 {
+		t.Errorf("parameters reached the driver: %v", cfg.Params)
+	}
+}
+
+// TestOpenRefuses checks the URLs Open refuses before connecting.
+func TestOpenRefuses(t *testing.T) {
+	ctx := context.Background()
+	for _, bad := range []string{
+		"mysql://root@127.0.0.1:3306/",
+		"mysql://root@127.0.0.1:3306/test?parseTime=true",
+		"mysql://root@127.0.0.1:3306/test?tls=maybe",
+		"mysql://root@127.0.0.1:3306/test?timeout=soon",
+		"mysql://root@127.0.0.1:3306/test?table=no-dash",
+		"mysql://root@127.0.0.1:3306/test?autocreate=maybe",
+		"mysql://root@127.0.0.1:99999/test",
+	} {
+		if l, err := Open(ctx, bad); !errors.Is(err, lease.ErrInvalid) || !strings.HasPrefix(err.Error(), "lease/sql: open: ") {
+			if l != nil {
+				l.Close()
+			}
+			t.Errorf("Open(%s): %v, want ErrInvalid prefixed lease/sql: open:", bad, err)
+		}
+	}
+}
+
+// TestDeadlocksAreRetryable checks the classifier this package gives
+// sqllease for go-sql-driver's errors, which expose their number in a
+// struct field only.
+func TestDeadlocksAreRetryable(t *testing.T) {
+	for err, want := range map[error]bool{
+		&mysql.MySQLError{Number: 1213}:                            true,
+		fmt.Errorf("wrapped: %w", &mysql.MySQLError{Number: 1020}): true,
+		&mysql.MySQLError{Number: 1062}:                            false, // duplicate key
+		mysql.ErrInvalidConn:                                       false, // the outcome is unknown
+		context.DeadlineExceeded:                                   false,
+	} {
+		if got := classify.Retryable(err); got != want {
+			t.Errorf("classify.Retryable(%v) = %v, want %v", err, got, want)
+		}
+	}
+}
+
+// TestLeaseOpen checks that the scheme is registered and opens a Locker
+// on the server.
+func TestLeaseOpen(t *testing.T) {
+	raw := testenv.Lookup(t, "LEASE_TEST_MYSQL")
+	ctx := context.Background()
+	u, _ := url.Parse(raw)
+	u.RawQuery = "table=lease_open_test"
+	l, err := lease.Open(ctx, u.String())
+	if err != nil {
+		t.Fatalf("lease.Open(%s): %v", u, err)
+	}
+	defer l.Close()
+	sl := l.(*sqllease.Locker)
+	if sl.Dialect() != sqllease.MySQL || sl.Table() != "lease_open_test" {
+		t.Errorf("lease.Open(%s): dialect %v table %q", u, sl.Dialect(), sl.Table())
+	}
+	got, err := l.Acquire(ctx, "open", lease.NewOwner(), time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	c, err := connector(u, url.Values{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := sql.OpenDB(c)
+	defer db.Close()
+	if _, err := db.Exec("DROP TABLE IF EXISTS lease_open_test"); err != nil {
+		t.Error(err)
+	}
+}

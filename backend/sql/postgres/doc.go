@@ -1,0 +1,40 @@
+// Package postgreslease opens lease Lockers on PostgreSQL from URLs, with
+// pgx (github.com/jackc/pgx/v5). Importing it registers the postgres://
+// and postgresql:// schemes with lease.Open:
+//
+//	import _ "github.com/leasekit/lease/backend/sql/postgres"
+//
+//	l, err := lease.Open(ctx, "postgres://app@db.internal:5432/app?sslmode=require")
+//
+// or, for a *sqllease.Locker with its Cleanup and options:
+//
+//	import postgreslease "github.com/leasekit/lease/backend/sql/postgres"
+//
+//	l, err := postgreslease.Open(ctx, url, sqllease.WithTable("jobs.leases"))
+//
+// The package is named postgreslease, like every backend package here
+// (sqllease, redislease, etcdlease: the directory's name and "lease"), so
+// that it clashes with none of the driver packages a program imports
+// (pgx, pgconn, stdlib). It links pgx and nothing of SQLite or MySQL.
+//
+// The Locker is backend/sql's: one row per name, one statement per
+// operation, expiry judged by PostgreSQL's clock_timestamp(); see
+// package sqllease. A program with a *sql.DB or a *pgxpool.Pool of its own
+// needs no URL: sqllease.New(db), or
+// sqllease.New(stdlib.OpenDBFromPool(pool)).
+//
+// # URL
+//
+//	postgres://user:password@host:5432/database?sslmode=require
+//
+// Query parameters: table ([schema.]name, default "leases"; not in
+// pg_temp), autocreate (false to leave creating the table to you), and,
+// passed to pgx, sslmode, sslrootcert, sslcert, sslkey, connect_timeout
+// and application_name. Any other parameter is an error. The PG*
+// environment variables and ~/.pgpass fill in what the URL leaves out, as
+// with psql.
+//
+// Open is bounded by its context: connecting, the catalog check and
+// CREATE TABLE all end when ctx does, also on a server that accepts the
+// connection and never answers. No error quotes the URL's password.
+package postgreslease

@@ -1,0 +1,263 @@
+package sqllease
+
+import (
+	"context"
+	"database/sql"
+	sqldriver "database/sql/driver"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/leasekit/lease"
+)
+
+// store is the driver.Store of a Locker: one table on one pool. Before its
+// first operation it sets itself up (setup): it asks the catalog where the
+// table is and whether it is temporary, creates it if it is missing and
+// auto-create is on, and on MySQL asks whether the server has INSERT ...
+// RETURNING.
+type store struct {
+	db         *sql.DB
+	ownsDB     bool // Close closes db (OpenConnector made it)
+	dialect    Dialect
+	table      string // as the user named it
+	autoCreate bool
+	host       string
+
+	// setupSlot is held while one call sets up, so that a call waiting
+	// for it can give up when its own context ends.
+	setupSlot chan struct{}
+	// ready is set once setup has succeeded; q and noReturning are
+	// written before it and never after.
+	ready atomic.Bool
+	// q are the statements, naming the table by the schema the catalog
+	// resolved it in.
+	q *queries
+	// noReturning is set on MySQL servers without INSERT ... RETURNING
+	// (MySQL 8, MariaDB before 10.5): Acquire then takes a transaction.
+	noReturning bool
+}
+
+// Close implements driver.Store: it closes the pool if OpenConnector made
+// it. A pool passed to New stays open.
+func (s *store) Close() error {
+	if s.ownsDB {
+		return s.db.Close()
+	}
+	return nil
+}
+
+// setup makes the store ready before its first operation, and again after
+// a failed attempt. It returns by the time ctx ends, also when another
+// call is setting up.
+func (s *store) setup(ctx context.Context) error {
+	if s.ready.Load() {
+		return nil
+	}
+	select {
+	case s.setupSlot <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-s.setupSlot }()
+	if s.ready.Load() {
+		return nil
+	}
+	if err := s.prepare(ctx); err != nil {
+		return s.fail(err)
+	}
+	s.ready.Store(true)
+	return nil
+}
+
+// prepare does the work of setup. The table's existence is asked of the
+// catalog, never probed with a query that would fail (and abort a
+// caller's PostgreSQL transaction).
+func (s *store) prepare(ctx context.Context) error {
+	if s.dialect == MySQL {
+		var version string
+		if err := retry(ctx, s.dialect, func() error {
+			return s.db.QueryRowContext(ctx, `SELECT VERSION()`).Scan(&version)
+		}); err != nil {
+			return fmt.Errorf("asking the server version: %w", err)
+		}
+		s.noReturning = !mariaDBReturning(version)
+	}
+	t, err := s.lookup(ctx)
+	if err != nil {
+		return err
+	}
+	if !t.exists && t.temporary == "" {
+		if !s.autoCreate {
+			return fmt.Errorf("it does not exist and auto-create is off: create it with sqllease.Schema(%s, %q)", s.dialect, s.table)
+		}
+		ddl, err := Schema(s.dialect, s.table)
+		if err != nil {
+			return err
+		}
+		if err := retry(ctx, s.dialect, func() error {
+			_, err := s.db.ExecContext(ctx, ddl)
+			return err
+		}); err != nil {
+			// Two lockers creating the table at once can collide even
+			// with IF NOT EXISTS (PostgreSQL's pg_type entry): fine if
+			// the table is there now.
+			if t, err2 := s.lookup(ctx); err2 != nil || !t.exists {
+				return fmt.Errorf("creating it: %w", err)
+			}
+		}
+		if t, err = s.lookup(ctx); err != nil {
+			return err
+		}
+		if !t.exists && t.temporary == "" {
+			return errors.New("the catalog does not list it after CREATE TABLE")
+		}
+	}
+	if t.temporary != "" {
+		return fmt.Errorf("%w: it is a temporary table (%s): each connection has its own, so Lockers on other connections would not see its leases and would grant the same names", lease.ErrInvalid, t.temporary)
+	}
+	s.q = buildQueries(s.dialect, t.qualified)
+	return nil
+}
+
+// catalogEntry is what the catalog says about the table.
+type catalogEntry struct {
+	exists bool
+	// qualified names the table with the schema (database, on MySQL)
+	// it was found in, for the statements: a temporary table that a
+	// connection of the pool creates later, or a connection's own
+	// search_path, cannot make them reach another table (except on
+	// MySQL, where a temporary table shadows even a qualified name).
+	qualified string
+	// temporary, when not empty, says how the catalog showed that the
+	// name resolves to a temporary table.
+	temporary string
+}
+
+// lookup asks the catalog about the table.
+func (s *store) lookup(ctx context.Context) (catalogEntry, error) {
+	var e catalogEntry
+	err := retry(ctx, s.dialect, func() (err error) {
+		e, err = s.lookupOnce(ctx)
+		return err
+	})
+	if err != nil {
+		return catalogEntry{}, fmt.Errorf("looking it up in the catalog: %w", err)
+	}
+	return e, nil
+}
+
+func (s *store) lookupOnce(ctx context.Context) (catalogEntry, error) {
+	schema, name := splitTable(s.table)
+	e := catalogEntry{qualified: s.table}
+	switch s.dialect {
+	case SQLite:
+		if schema != "" {
+			// main or an attached database (temp was refused by New).
+			var n int
+			err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM `+schema+`.sqlite_master WHERE type = 'table' AND name = ?1 COLLATE NOCASE`, name).Scan(&n)
+			e.exists = n > 0
+			return e, err
+		}
+		// An unqualified name resolves to a temporary table first, so
+		// one on this connection is refused; the statements name main.
+		var inMain, inTemp int
+		err := s.db.QueryRowContext(ctx, `SELECT
+	(SELECT count(*) FROM main.sqlite_master WHERE type = 'table' AND name = ?1 COLLATE NOCASE),
+	(SELECT count(*) FROM sqlite_temp_master WHERE type = 'table' AND name = ?1 COLLATE NOCASE)`, name).Scan(&inMain, &inTemp)
+		e.exists, e.qualified = inMain > 0, "main."+name
+		if inTemp > 0 {
+			e.temporary = "sqlite_temp_master lists it, so an unqualified name means the temporary table"
+		}
+		return e, err
+	case PostgreSQL:
+		// to_regclass resolves the name as the statements would (search
+		// path, pg_temp first, case folding) and gives NULL instead of
+		// failing.
+		var n int
+		var qualified, persistence string
+		err := s.db.QueryRowContext(ctx, `SELECT count(*),
+	coalesce(max(quote_ident(n.nspname) || '.' || quote_ident(c.relname)), ''),
+	coalesce(max(c.relpersistence::text), '')
+FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+WHERE c.oid = to_regclass($1::text)`, s.table).Scan(&n, &qualified, &persistence)
+		e.exists = n > 0
+		if e.exists {
+			e.qualified = qualified
+		}
+		if persistence == "t" {
+			e.temporary = "pg_class.relpersistence is 't'"
+		}
+		return e, err
+	case MySQL:
+		// MySQL and MariaDB before 11.2 do not list temporary tables
+		// in information_schema; MariaDB 11.2 and later list them with
+		// table_type TEMPORARY.
+		var (
+			n, temp int
+			db      sql.NullString
+			sch     any
+		)
+		if schema != "" {
+			sch = schema
+		}
+		err := s.db.QueryRowContext(ctx, `SELECT count(*), COALESCE(SUM(table_type LIKE '%TEMPORARY%'), 0), COALESCE(?, DATABASE())
+FROM information_schema.tables WHERE table_schema = COALESCE(?, DATABASE()) AND table_name = ?`, sch, sch, name).Scan(&n, &temp, &db)
+		if err != nil {
+			return e, err
+		}
+		if !db.Valid {
+			return e, fmt.Errorf("%w: the connection has no default database: name one in the URL or qualify the table (WithTable(\"db.%s\"))", lease.ErrInvalid, name)
+		}
+		e.exists = n > temp
+		e.qualified = "`" + strings.ReplaceAll(db.String, "`", "``") + "`." + name
+		if temp > 0 {
+			e.temporary = "information_schema lists a temporary table of that name"
+		}
+		return e, nil
+	}
+	return e, fmt.Errorf("unknown dialect %v", s.dialect)
+}
+
+// mariaDBReturning reports whether a MySQL-dialect server's VERSION()
+// names MariaDB 10.5 or later, which has INSERT ... RETURNING.
+func mariaDBReturning(version string) bool {
+	if !strings.Contains(strings.ToLower(version), "mariadb") {
+		return false
+	}
+	var major, minor int
+	if _, err := fmt.Sscanf(version, "%d.%d", &major, &minor); err != nil {
+		return false
+	}
+	return major > 10 || (major == 10 && minor >= 5)
+}
+
+// errClosedPool is matched to say clearly that the caller closed its pool.
+var errClosedPool = errors.New("the *sql.DB was closed")
+
+// dbClosed is database/sql's error for a call on a closed *sql.DB, which
+// it does not export. It is taken, once, from a pool closed for the
+// purpose, so that errors are matched by identity, not by their text.
+var dbClosed = sync.OnceValue(func() error {
+	db := sql.OpenDB(noConnector{})
+	db.Close()
+	return db.PingContext(context.Background())
+})
+
+type noConnector struct{}
+
+func (noConnector) Connect(context.Context) (sqldriver.Conn, error) {
+	return nil, errors.New("no connector")
+}
+func (noConnector) Driver() sqldriver.Driver { return nil }
+
+// fail describes an error of the store: the table it concerns, or that
+// the caller closed the pool.
+func (s *store) fail(err error) error {
+	if errors.Is(err, dbClosed()) {
+		return fmt.Errorf("%w: %w", errClosedPool, err)
+	}
+	return fmt.Errorf("%s table %s: %w", s.dialect, s.table, err)
+}

@@ -1,0 +1,92 @@
+package conformance
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leasekit/lease"
+)
+
+// Contract line 7: expiry by the store's clock, and a Deadline that makes
+// the holder stop before the store can give the name away.
+
+// deadlineIsConservative: the Deadline is read before the request and ends
+// a drift margin early, on every call that grants or extends a tenure.
+func deadlineIsConservative(t testing.TB, s *suite) {
+	l := s.locker(t)
+	name := s.name("deadline")
+	check := func(op string, got lease.Lease, ttl time.Duration, start, done time.Time) {
+		t.Helper()
+		if latest := done.Add(ttl - lease.DriftMargin(ttl)); got.Deadline.After(latest) {
+			t.Fatalf("%s returned a Deadline %s later than the request's start + ttl - DriftMargin(ttl): the clock was read after the request was sent, or the margin was left out", op, got.Deadline.Sub(latest))
+		}
+		if earliest := start.Add(ttl / 2); got.Deadline.Before(earliest) {
+			t.Fatalf("%s returned a Deadline only %s after the request, for a ttl of %s", op, got.Deadline.Sub(start), ttl)
+		}
+		if !strings.Contains(got.Deadline.String(), " m=") {
+			t.Fatalf("%s returned a Deadline without a monotonic clock reading: a wall-clock step would move it", op)
+		}
+		if !got.Valid() {
+			t.Fatalf("%s returned a Lease that is not Valid right away (Deadline in %s)", op, time.Until(got.Deadline))
+		}
+	}
+	ctx := t.Context()
+	for _, ttl := range []time.Duration{long, 2 * s.h.TTL} {
+		start := time.Now()
+		got, err := l.Acquire(ctx, name, "owner-a", ttl)
+		done := time.Now()
+		if err != nil {
+			failCall(t, "Acquire", err)
+		}
+		check("Acquire for "+ttl.String(), got, ttl, start, done)
+		start = time.Now()
+		got, err = l.Renew(ctx, got, ttl)
+		done = time.Now()
+		if err != nil {
+			failCall(t, "Renew", err)
+		}
+		check("Renew for "+ttl.String(), got, ttl, start, done)
+	}
+}
+
+// noTakeoverBeforeDeadline: no other owner acquires a name before the
+// previous holder's Deadline. Another owner polls the name as fast as the
+// store answers; the call that wins must return after the holder's
+// Deadline, or the two would act as holders at once.
+func noTakeoverBeforeDeadline(t testing.TB, s *suite) {
+	if s.h.Advance != nil {
+		t.Skip("with a simulated store clock, the store's expiry is not tied to the holder's real-time Deadline")
+	}
+	holder, poller := s.locker(t), s.locker(t)
+	ctx := t.Context()
+	const rounds = 3
+	for r := range rounds {
+		name := s.name("no-early-takeover")
+		held, _ := s.acquire(t, holder, name, "owner-a", s.h.TTL)
+		limit := time.Now().Add(4*s.h.TTL + s.h.Granularity + s.h.ExpiryLag + 2*time.Second)
+		for polls := 1; ; polls++ {
+			got, err := poller.Acquire(ctx, name, "owner-b", long)
+			returned := time.Now()
+			if err == nil {
+				if returned.Before(held.Deadline) {
+					t.Fatalf("round %d: owner-b acquired %q %s before owner-a's Deadline (poll %d): both would act as holders; the Deadline must come from a clock reading taken before the request, minus the drift margin",
+						r, name, held.Deadline.Sub(returned), polls)
+				}
+				if got.Token <= held.Token {
+					t.Fatalf("round %d: the takeover got token %d, not greater than %d", r, got.Token, held.Token)
+				}
+				break
+			}
+			if !errors.Is(err, lease.ErrHeld) {
+				failCall(t, "Acquire by the polling owner", err)
+			}
+			if returned.After(limit) {
+				t.Fatalf("round %d: %q was still held %s after a %s tenure began (Harness.ExpiryLag %s)", r, name, returned.Sub(held.Deadline), s.h.TTL, s.h.ExpiryLag)
+			}
+			// Poll tightly, but leave the store a moment between calls.
+			time.Sleep(200 * time.Microsecond)
+		}
+	}
+}

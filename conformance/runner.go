@@ -1,0 +1,301 @@
+package conformance
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Outcome is how a case ended.
+type Outcome int
+
+// The outcomes of a case.
+const (
+	// Passed: the store kept the promise the case checks.
+	Passed Outcome = iota + 1
+	// Failed: the store broke the promise; Result.Reason says how.
+	Failed
+	// Skipped: the case does not apply (an optional interface the Locker
+	// lacks, a fault the Harness cannot inject); Result.Reason says why.
+	Skipped
+	// Errored: the case could not be judged, because the store failed in
+	// a way the case does not test (a connection refused, too many
+	// clients); Result.Reason has the error. It is not a broken promise.
+	Errored
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case Passed:
+		return "pass"
+	case Failed:
+		return "fail"
+	case Skipped:
+		return "skip"
+	case Errored:
+		return "error"
+	}
+	return fmt.Sprintf("Outcome(%d)", int(o))
+}
+
+// Result is the outcome of one case of the suite.
+type Result struct {
+	// Case is the case's sentence, such as "old owner cannot release after
+	// takeover", and Contract the contract line it checks (see Cases).
+	Case, Contract string
+	Outcome        Outcome
+	// Reason is the failure, error or skip message (empty for Passed).
+	Reason string
+	// Log holds every line the case logged, failures included.
+	Log     []string
+	Elapsed time.Duration
+}
+
+// Check runs every case of the suite against h's store without the
+// testing package, and returns one Result per case in the suite's order.
+// It is for tools, such as "lease check", that report on a store outside
+// "go test". Cases run up to h.Parallel at a time (one at a time when
+// h.Advance is set); each is bounded by its own timeout, after which it is
+// reported as failed and abandoned. ctx bounds the whole run: cases not
+// started when it ends are reported as skipped.
+func Check(ctx context.Context, h Harness) []Result {
+	h, err := h.withDefaults()
+	if err != nil {
+		return []Result{{Case: "harness", Outcome: Errored, Reason: err.Error()}}
+	}
+	s := newSuite(h)
+	results := make([]Result, len(cases))
+	par := h.Parallel
+	if h.Advance != nil {
+		par = 1
+	}
+	sem := make(chan struct{}, par)
+	var wg sync.WaitGroup
+	for i, c := range cases {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			results[i] = Result{Case: c.name, Contract: c.contract, Outcome: Skipped, Reason: "not run: " + ctx.Err().Error()}
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			results[i] = runCase(ctx, s, c, nil)
+		}()
+	}
+	wg.Wait()
+	return results
+}
+
+// Run runs the whole suite against h's store as subtests of t, one per
+// case, named by the case's sentence. It fails t on any broken promise.
+//
+// With h.Advance unset, subtests run in parallel (go test's -parallel
+// bounds them) and the suite takes a few multiples of h.TTL plus the
+// concurrency and history checks: under a minute on a fast store.
+func Run(t *testing.T, h Harness) {
+	t.Helper()
+	h, err := h.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newSuite(h)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if h.Advance == nil {
+				t.Parallel()
+			}
+			r := runCase(t.Context(), s, c, t)
+			switch r.Outcome {
+			case Skipped:
+				t.Skip(r.Reason)
+			case Errored:
+				t.Fatalf("could not test this promise, the store failed: %s", r.Reason)
+			}
+		})
+	}
+}
+
+// runCase runs c in a goroutine of its own, bounded by c's timeout. With
+// parent set (Run), the case's log lines and failures go to parent as they
+// happen; without (Check), they are only collected.
+func runCase(ctx context.Context, s *suite, c testCase, parent *testing.T) Result {
+	timeout := c.timeout(s.h)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	ct := &caseT{name: c.name, ctx: ctx, parent: parent}
+	if parent != nil {
+		ct.TB = parent
+	}
+	start := time.Now()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer ct.runCleanups()
+		defer func() {
+			if r := recover(); r != nil {
+				ct.Errorf("panic: %v\n%s", r, stack())
+			}
+		}()
+		c.fn(ct, s)
+	}()
+	select {
+	case <-done:
+	case <-time.After(timeout + time.Second):
+		// The case ignored its context's end (a store call that does not
+		// honour it): report and abandon it.
+		ct.Errorf("the case did not finish within its timeout of %s: a store call ignored its context's deadline", timeout)
+	}
+	return ct.finish(c, time.Since(start))
+}
+
+func stack() string {
+	buf := make([]byte, 16<<10)
+	return string(buf[:runtime.Stack(buf, false)])
+}
+
+// caseT is the testing.TB a case gets. It runs in the case's own
+// goroutine: Fatal and Skip end that goroutine, and it forwards to the
+// subtest only while the subtest is live. The embedded TB (the subtest's
+// *testing.T under Run, nil under Check) serves the rarely used methods
+// it does not override.
+type caseT struct {
+	testing.TB
+	name   string
+	ctx    context.Context
+	parent *testing.T
+
+	mu       sync.Mutex
+	ended    bool // finish ran: drop late calls
+	failed   bool
+	skipped  bool
+	errored  bool
+	reason   []string
+	log      []string
+	cleanups []func()
+}
+
+var _ testing.TB = (*caseT)(nil)
+
+func (t *caseT) record(line string, fail, skip bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.ended {
+		return
+	}
+	t.log = append(t.log, line)
+	if fail || skip {
+		t.reason = append(t.reason, line)
+	}
+	t.failed = t.failed || fail
+	t.skipped = t.skipped || skip
+	if t.parent != nil && !skip {
+		if fail {
+			t.parent.Error(line)
+		} else {
+			t.parent.Log(line)
+		}
+	}
+}
+
+func (t *caseT) Helper()                  {}
+func (t *caseT) Name() string             { return t.name }
+func (t *caseT) Context() context.Context { return t.ctx }
+func (t *caseT) Log(args ...any)          { t.record(fmt.Sprint(args...), false, false) }
+func (t *caseT) Logf(format string, args ...any) {
+	t.record(fmt.Sprintf(format, args...), false, false)
+}
+func (t *caseT) Error(args ...any) { t.record(fmt.Sprint(args...), true, false) }
+func (t *caseT) Errorf(format string, args ...any) {
+	t.record(fmt.Sprintf(format, args...), true, false)
+}
+func (t *caseT) Fail()                             { t.record("failed", true, false) }
+func (t *caseT) FailNow()                          { t.Fail(); runtime.Goexit() }
+func (t *caseT) Fatal(args ...any)                 { t.Error(args...); runtime.Goexit() }
+func (t *caseT) Fatalf(format string, args ...any) { t.Errorf(format, args...); runtime.Goexit() }
+func (t *caseT) Skip(args ...any)                  { t.record(fmt.Sprint(args...), false, true); runtime.Goexit() }
+func (t *caseT) Skipf(format string, args ...any) {
+	t.record(fmt.Sprintf(format, args...), false, true)
+	runtime.Goexit()
+}
+func (t *caseT) SkipNow() { t.Skip("skipped") }
+
+func (t *caseT) Failed() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.failed
+}
+
+func (t *caseT) Skipped() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.skipped
+}
+
+func (t *caseT) Cleanup(f func()) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.cleanups = append(t.cleanups, f)
+}
+
+func (t *caseT) TempDir() string {
+	dir, err := os.MkdirTemp("", "lease-conformance-*")
+	if err != nil {
+		t.Fatalf("TempDir: %v", err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	return dir
+}
+
+// storeError marks the case as unable to judge the store: the store failed
+// in a way the case does not test. It ends the case.
+func (t *caseT) storeError(format string, args ...any) {
+	line := fmt.Sprintf(format, args...)
+	t.mu.Lock()
+	if !t.ended {
+		t.errored = true
+		t.log = append(t.log, line)
+		t.reason = append(t.reason, line)
+	}
+	t.mu.Unlock()
+	runtime.Goexit()
+}
+
+func (t *caseT) runCleanups() {
+	for {
+		t.mu.Lock()
+		n := len(t.cleanups)
+		if n == 0 {
+			t.mu.Unlock()
+			return
+		}
+		f := t.cleanups[n-1]
+		t.cleanups = t.cleanups[:n-1]
+		t.mu.Unlock()
+		f()
+	}
+}
+
+func (t *caseT) finish(c testCase, elapsed time.Duration) Result {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.ended = true
+	r := Result{Case: c.name, Contract: c.contract, Log: t.log, Elapsed: elapsed, Reason: strings.Join(t.reason, "\n")}
+	switch {
+	case t.failed:
+		r.Outcome = Failed
+	case t.errored:
+		r.Outcome = Errored
+	case t.skipped:
+		r.Outcome = Skipped
+	default:
+		r.Outcome, r.Reason = Passed, ""
+	}
+	return r
+}

@@ -1,0 +1,388 @@
+package driver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/leasekit/lease"
+)
+
+// Locker is a lease.Locker built around a Store. It does what every
+// backend must do the same way, once:
+//
+//   - it checks every argument against the contract (CheckAcquire,
+//     CheckRenew, CheckLease, CheckName) before the Store sees it;
+//   - it refuses every call after Close with lease.ErrClosed, and a call
+//     whose context has already ended with the context's error;
+//   - it reads the monotonic clock before each request and stamps the
+//     Deadline from it (DeadlineFrom);
+//   - it turns the Store's outcomes into lease.HeldError, lease.ErrLost
+//     and lease.ErrNotHeld, and never lets a Store's error match them;
+//   - it prefixes every error the same way, "lease/<backend>: <op>
+//     <name>: ...", and makes an error that came from an ended context
+//     match that context's error.
+//
+// Backends embed a *Locker in their own Locker type and add what is theirs
+// (constructors, options, store-specific methods). Locker also implements
+// lease.Lister and lease.ForceReleaser; when the Store does not implement
+// the matching interface of this package, those methods return an error
+// matching errors.ErrUnsupported.
+type Locker struct {
+	prefix string
+	store  Store
+	closed atomic.Bool
+}
+
+var (
+	_ lease.Locker        = (*Locker)(nil)
+	_ lease.Lister        = (*Locker)(nil)
+	_ lease.ForceReleaser = (*Locker)(nil)
+	_ lease.Waiter        = (*Locker)(nil)
+	_ lease.FairAcquirer  = (*Locker)(nil)
+)
+
+// NewLocker returns a Locker that keeps its tenures in s. backend names
+// the backend in every error ("sql" gives "lease/sql: ..."). The Locker
+// owns s: its Close calls s.Close.
+func NewLocker(backend string, s Store) *Locker {
+	if s == nil {
+		panic("lease/driver: NewLocker with a nil Store")
+	}
+	return &Locker{prefix: "lease/" + backend, store: s}
+}
+
+// Acquire implements lease.Locker.
+func (l *Locker) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (lease.Lease, error) {
+	const op = "acquire"
+	if err := CheckAcquire(name, owner, ttl); err != nil {
+		return lease.Lease{}, l.invalid(op, err)
+	}
+	if err := l.begin(ctx); err != nil {
+		return lease.Lease{}, l.fail(ctx, op, name, err)
+	}
+	start := time.Now()
+	t, err := l.store.Acquire(ctx, name, owner, ttl)
+	if err != nil {
+		return lease.Lease{}, l.fail(ctx, op, name, err)
+	}
+	if t.Owner != owner {
+		if t.Owner == "" {
+			return lease.Lease{}, l.fail(ctx, op, name, errors.New("the store reported a holder without an owner"))
+		}
+		return lease.Lease{}, &lease.HeldError{Name: name, Owner: t.Owner, Remaining: max(t.Remaining, time.Millisecond)}
+	}
+	return l.held(ctx, op, name, owner, t, start, ttl)
+}
+
+// Renew implements lease.Locker.
+func (l *Locker) Renew(ctx context.Context, ls lease.Lease, ttl time.Duration) (lease.Lease, error) {
+	const op = "renew"
+	if err := CheckRenew(ls, ttl); err != nil {
+		return lease.Lease{}, l.invalid(op, err)
+	}
+	if err := l.begin(ctx); err != nil {
+		return lease.Lease{}, l.fail(ctx, op, ls.Name, err)
+	}
+	start := time.Now()
+	t, ok, err := l.store.Renew(ctx, tenureOf(ls), ttl)
+	if err != nil {
+		return lease.Lease{}, l.fail(ctx, op, ls.Name, err)
+	}
+	if !ok {
+		return lease.Lease{}, l.lost(op, ls)
+	}
+	t.Owner, t.Token = ls.Owner, ls.Token
+	return l.held(ctx, op, ls.Name, ls.Owner, t, start, ttl)
+}
+
+// Release implements lease.Locker.
+func (l *Locker) Release(ctx context.Context, ls lease.Lease) error {
+	const op = "release"
+	if err := CheckLease(ls); err != nil {
+		return l.invalid(op, err)
+	}
+	if err := l.begin(ctx); err != nil {
+		return l.fail(ctx, op, ls.Name, err)
+	}
+	ok, err := l.store.Release(ctx, tenureOf(ls))
+	if err != nil {
+		return l.fail(ctx, op, ls.Name, err)
+	}
+	if !ok {
+		return l.lost(op, ls)
+	}
+	return nil
+}
+
+// Inspect implements lease.Locker.
+func (l *Locker) Inspect(ctx context.Context, name string) (lease.Lease, error) {
+	const op = "inspect"
+	if err := CheckName(name); err != nil {
+		return lease.Lease{}, l.invalid(op, err)
+	}
+	if err := l.begin(ctx); err != nil {
+		return lease.Lease{}, l.fail(ctx, op, name, err)
+	}
+	t, ok, err := l.store.Inspect(ctx, name)
+	if err != nil {
+		return lease.Lease{}, l.fail(ctx, op, name, err)
+	}
+	if !ok {
+		return lease.Lease{}, fmt.Errorf("%s: %s %s: %w", l.prefix, op, Quote(name), lease.ErrNotHeld)
+	}
+	return l.view(ctx, op, name, t)
+}
+
+// List implements lease.Lister: the unexpired tenures whose names start
+// with prefix, sorted by name. It returns an error matching
+// errors.ErrUnsupported when the Store is not a Lister.
+func (l *Locker) List(ctx context.Context, prefix string) ([]lease.Lease, error) {
+	const op = "list"
+	s, ok := l.store.(Lister)
+	if !ok {
+		return nil, fmt.Errorf("%s: %s: %w", l.prefix, op, errors.ErrUnsupported)
+	}
+	if err := l.begin(ctx); err != nil {
+		return nil, l.fail(ctx, op, prefix, err)
+	}
+	ts, err := s.List(ctx, prefix)
+	if err != nil {
+		return nil, l.fail(ctx, op, prefix, err)
+	}
+	out := make([]lease.Lease, 0, len(ts))
+	for _, t := range ts {
+		ls, err := l.view(ctx, op, t.Name, t)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ls)
+	}
+	return out, nil
+}
+
+// ForceRelease implements lease.ForceReleaser: it ends the current tenure
+// of name whoever holds it and returns it, or an error matching
+// lease.ErrNotHeld. It returns an error matching errors.ErrUnsupported when
+// the Store is not a ForceReleaser.
+func (l *Locker) ForceRelease(ctx context.Context, name string) (lease.Lease, error) {
+	const op = "force release"
+	s, ok := l.store.(ForceReleaser)
+	if !ok {
+		return lease.Lease{}, fmt.Errorf("%s: %s: %w", l.prefix, op, errors.ErrUnsupported)
+	}
+	if err := CheckName(name); err != nil {
+		return lease.Lease{}, l.invalid(op, err)
+	}
+	if err := l.begin(ctx); err != nil {
+		return lease.Lease{}, l.fail(ctx, op, name, err)
+	}
+	t, ok, err := s.ForceRelease(ctx, name)
+	if err != nil {
+		return lease.Lease{}, l.fail(ctx, op, name, err)
+	}
+	if !ok {
+		return lease.Lease{}, fmt.Errorf("%s: %s %s: %w", l.prefix, op, Quote(name), lease.ErrNotHeld)
+	}
+	return l.view(ctx, op, name, t)
+}
+
+// AcquireQueued implements lease.FairAcquirer through the Store's
+// FairAcquirer, with Acquire's checks and results; place must be a valid
+// ttl too. It reports errors.ErrUnsupported when the Store is not one.
+func (l *Locker) AcquireQueued(ctx context.Context, name, owner string, ttl, place time.Duration) (lease.Lease, error) {
+	const op = "acquire queued"
+	s, ok := l.store.(FairAcquirer)
+	if !ok {
+		return lease.Lease{}, fmt.Errorf("%s: %s: %w", l.prefix, op, errors.ErrUnsupported)
+	}
+	if err := CheckAcquire(name, owner, ttl); err != nil {
+		return lease.Lease{}, l.invalid(op, err)
+	}
+	if err := CheckTTL(place); err != nil {
+		return lease.Lease{}, l.invalid(op, fmt.Errorf("place: %w", err))
+	}
+	if err := l.begin(ctx); err != nil {
+		return lease.Lease{}, l.fail(ctx, op, name, err)
+	}
+	start := time.Now()
+	t, err := s.AcquireQueued(ctx, name, owner, ttl, place)
+	if err != nil {
+		return lease.Lease{}, l.fail(ctx, op, name, err)
+	}
+	if t.Owner != owner {
+		if t.Owner == "" {
+			return lease.Lease{}, l.fail(ctx, op, name, errors.New("the store reported a holder without an owner"))
+		}
+		return lease.Lease{}, &lease.HeldError{Name: name, Owner: t.Owner, Remaining: max(t.Remaining, time.Millisecond)}
+	}
+	return l.held(ctx, op, name, owner, t, start, ttl)
+}
+
+// Dequeue implements lease.FairAcquirer through the Store's FairAcquirer,
+// and reports errors.ErrUnsupported when the Store is not one.
+func (l *Locker) Dequeue(ctx context.Context, name, owner string) error {
+	const op = "dequeue"
+	s, ok := l.store.(FairAcquirer)
+	if !ok {
+		return fmt.Errorf("%s: %s: %w", l.prefix, op, errors.ErrUnsupported)
+	}
+	if err := CheckName(name); err != nil {
+		return l.invalid(op, err)
+	}
+	if err := CheckOwner(owner); err != nil {
+		return l.invalid(op, err)
+	}
+	if err := l.begin(ctx); err != nil {
+		return l.fail(ctx, op, name, err)
+	}
+	if err := s.Dequeue(ctx, name, owner); err != nil {
+		return l.fail(ctx, op, name, err)
+	}
+	return nil
+}
+
+// Watch implements lease.Waiter through the Store's Watcher, and returns
+// an error matching errors.ErrUnsupported when the Store is not one.
+func (l *Locker) Watch(ctx context.Context, name string) (lease.Watch, error) {
+	const op = "watch"
+	s, ok := l.store.(Watcher)
+	if !ok {
+		return nil, fmt.Errorf("%s: %s: %w", l.prefix, op, errors.ErrUnsupported)
+	}
+	if err := CheckName(name); err != nil {
+		return nil, l.invalid(op, err)
+	}
+	if err := l.begin(ctx); err != nil {
+		return nil, l.fail(ctx, op, name, err)
+	}
+	w, err := s.Watch(ctx, name)
+	if err != nil {
+		return nil, l.fail(ctx, op, name, err)
+	}
+	return w, nil
+}
+
+// Close implements lease.Locker: it makes every later call fail with
+// lease.ErrClosed and closes the Store. Calling it again returns nil.
+func (l *Locker) Close() error {
+	if l.closed.Swap(true) {
+		return nil
+	}
+	if err := l.store.Close(); err != nil {
+		return fmt.Errorf("%s: close: %w", l.prefix, err)
+	}
+	return nil
+}
+
+// Closed reports whether Close has been called.
+func (l *Locker) Closed() bool { return l.closed.Load() }
+
+// begin refuses a call on a closed Locker or with an ended context.
+func (l *Locker) begin(ctx context.Context) error {
+	if l.closed.Load() {
+		return lease.ErrClosed
+	}
+	return ctx.Err()
+}
+
+// held is the holder's Lease for t, granted or renewed by a request sent
+// after start.
+func (l *Locker) held(ctx context.Context, op, name, owner string, t Tenure, start time.Time, ttl time.Duration) (lease.Lease, error) {
+	if t.Token == 0 {
+		return lease.Lease{}, l.fail(ctx, op, name, errors.New("the store returned token 0, which no tenure has"))
+	}
+	return lease.Lease{
+		Name:     name,
+		Owner:    owner,
+		Token:    t.Token,
+		Expires:  t.Expires,
+		Deadline: DeadlineFrom(start, ttl),
+	}, nil
+}
+
+// view is an observer's Lease for t: no Deadline.
+func (l *Locker) view(ctx context.Context, op, name string, t Tenure) (lease.Lease, error) {
+	if t.Token == 0 || t.Owner == "" {
+		return lease.Lease{}, l.fail(ctx, op, name, fmt.Errorf("the store returned a tenure without owner or token (owner %q, token %d)", t.Owner, t.Token))
+	}
+	return lease.Lease{Name: name, Owner: t.Owner, Token: t.Token, Expires: t.Expires}, nil
+}
+
+// lost is the ErrLost of op on ls.
+func (l *Locker) lost(op string, ls lease.Lease) error {
+	return fmt.Errorf("%s: %s %s token %d: %w", l.prefix, op, Quote(ls.Name), ls.Token, lease.ErrLost)
+}
+
+// invalid prefixes an argument error; it names no lease, since the name
+// may be what is wrong.
+func (l *Locker) invalid(op string, err error) error {
+	return fmt.Errorf("%s: %s: %w", l.prefix, op, err)
+}
+
+// fail shapes an error from the store or the call's context: prefixed,
+// matching ErrClosed when Close raced the call, and matching the
+// context's error when the context ended while the store worked, so that
+// a timeout reads as a timeout whatever the driver said. A Store's error
+// never matches a lease sentinel other than ErrClosed.
+func (l *Locker) fail(ctx context.Context, op, name string, err error) error {
+	if leaksSentinel(err) {
+		err = fmt.Errorf("%v (the store's error text; it is not a lease outcome)", err)
+	}
+	switch cerr := ctxErr(ctx); {
+	case errors.Is(err, lease.ErrClosed):
+	case l.closed.Load():
+		err = fmt.Errorf("%w: %w", lease.ErrClosed, err)
+	case cerr != nil && !errors.Is(err, cerr):
+		err = fmt.Errorf("%w: %w", cerr, err)
+	}
+	if name == "" {
+		return fmt.Errorf("%s: %s: %w", l.prefix, op, err)
+	}
+	return fmt.Errorf("%s: %s %s: %w", l.prefix, op, Quote(name), err)
+}
+
+// leaksSentinel reports whether a Store's error matches an outcome
+// sentinel, which only the Locker may produce.
+func leaksSentinel(err error) bool {
+	return errors.Is(err, lease.ErrHeld) || errors.Is(err, lease.ErrLost) || errors.Is(err, lease.ErrNotHeld)
+}
+
+func tenureOf(ls lease.Lease) Tenure {
+	return Tenure{Name: ls.Name, Owner: ls.Owner, Token: ls.Token, Expires: ls.Expires}
+}
+
+// Quote formats a lease name for an error message: quoted, and cut to its
+// first 64 bytes when longer (names may be 1024 bytes).
+func Quote(name string) string {
+	const limit = 64
+	if len(name) <= limit {
+		return fmt.Sprintf("%q", name)
+	}
+	cut := limit
+	for cut > 0 && !utf8RuneStart(name[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%q… (%d bytes)", name[:cut], len(name))
+}
+
+func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
+
+func errBatchLength(got, want int) error {
+	return fmt.Errorf("the store answered a batch of %d renewals with %d outcomes", want, got)
+}
+
+// ctxErr is ctx's error, or context.DeadlineExceeded once ctx's deadline
+// has passed even if its timer has not fired yet: a driver that set its
+// connection's deadline from ctx's times out at that same instant.
+func ctxErr(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+		return context.DeadlineExceeded
+	}
+	return nil
+}

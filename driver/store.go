@@ -1,0 +1,139 @@
+package driver
+
+import (
+	"context"
+	"time"
+
+	"github.com/leasekit/lease"
+)
+
+// Tenure is one tenure of a name as a store reports it. The Locker turns
+// it into a lease.Lease (adding the Deadline) or a *lease.HeldError.
+type Tenure struct {
+	// Name is the lease name. A Store may leave it empty in results about
+	// the name it was asked for; the Locker fills it in.
+	Name string
+	// Owner is the holder of the tenure.
+	Owner string
+	// Token is the tenure's fencing token; never zero.
+	Token uint64
+	// Expires is when the tenure ends by the store's clock.
+	Expires time.Time
+	// Remaining is how long the tenure had left by the store's clock when
+	// the store answered. Acquire must set it when another owner holds the
+	// name (it becomes HeldError.Remaining); elsewhere it may be zero.
+	Remaining time.Duration
+}
+
+// Store is what a backend implements: the store's side of each operation
+// and nothing else. The Locker that NewLocker builds around a Store calls
+// it only with arguments that passed the contract's checks, only while the
+// Locker is open and only with a context that has not ended; it stamps
+// every Deadline, builds every sentinel error and prefixes every error, so
+// a Store returns plain outcomes and its driver's own errors.
+//
+// Every method must return by the time ctx ends (plus the few milliseconds
+// a driver needs to notice), with an error that wraps the context's error
+// or the driver's; it must never report a store failure as an outcome
+// (a name that looks held, a tenure that looks lost).
+type Store interface {
+	// Acquire starts a tenure of name for owner lasting ttl by the store's
+	// clock when the name is free (never held, released or expired), with
+	// a Token greater than every token the name has had; extends owner's
+	// own unexpired tenure to now+ttl keeping its Token; and otherwise
+	// changes nothing. It returns the tenure that holds name when it is
+	// done: the caller's when its Owner is owner, else the holder's, with
+	// Remaining set.
+	Acquire(ctx context.Context, name, owner string, ttl time.Duration) (Tenure, error)
+
+	// Renew extends t (matched by Name, Owner and Token) to now+ttl by the
+	// store's clock if it is still unexpired, and returns it with its new
+	// Expires and ok true. If t is not the current unexpired tenure of its
+	// name it changes nothing and returns ok false.
+	Renew(ctx context.Context, t Tenure, ttl time.Duration) (renewed Tenure, ok bool, err error)
+
+	// Release ends t (matched by Name, Owner and Token) if it is still the
+	// current unexpired tenure and returns true; otherwise it changes
+	// nothing and returns false. A later tenure's Token must still be
+	// greater than t's.
+	Release(ctx context.Context, t Tenure) (ok bool, err error)
+
+	// Inspect returns the current unexpired tenure of name, or ok false
+	// when there is none.
+	Inspect(ctx context.Context, name string) (t Tenure, ok bool, err error)
+
+	// Close releases what the Store opened itself. The Locker calls it
+	// once.
+	Close() error
+}
+
+// Lister is a Store that can list tenures; the Locker's List uses it.
+type Lister interface {
+	// List returns the unexpired tenures whose names start with prefix
+	// ("" for all), sorted by name in byte order.
+	List(ctx context.Context, prefix string) ([]Tenure, error)
+}
+
+// ForceReleaser is a Store that can end a tenure whoever holds it; the
+// Locker's ForceRelease uses it.
+type ForceReleaser interface {
+	// ForceRelease ends the current unexpired tenure of name and returns
+	// it, or returns ok false when there is none. The next tenure's Token
+	// must be greater.
+	ForceRelease(ctx context.Context, name string) (ended Tenure, ok bool, err error)
+}
+
+// BatchRenewer is a Store that renews many tenures in one call, in a
+// number of round trips that does not grow with the batch. The Locker's
+// RenewBatch uses it; without it, RenewBatch renews one tenure at a time.
+type BatchRenewer interface {
+	// RenewBatch renews each item as Store.Renew would and returns one
+	// outcome per item, in order. It returns an error, and no outcomes,
+	// only when the call as a whole failed, so that nothing is known of
+	// any item; an error that concerns one item goes in its outcome.
+	RenewBatch(ctx context.Context, items []RenewItem) ([]RenewOutcome, error)
+}
+
+// RenewItem is one tenure for BatchRenewer.RenewBatch to renew for TTL.
+type RenewItem struct {
+	Tenure Tenure
+	TTL    time.Duration
+}
+
+// RenewOutcome is what BatchRenewer.RenewBatch did with one RenewItem: as
+// Store.Renew's results.
+type RenewOutcome struct {
+	Tenure Tenure // the renewed tenure, with its new Expires, when OK
+	OK     bool
+	Err    error
+}
+
+// Watcher is a Store that can say when a name may have become free. The
+// Locker's Watch uses it; without it, Watch reports errors.ErrUnsupported
+// and lease.Run polls.
+type Watcher interface {
+	// Watch starts watching name and returns once the watch is in place.
+	// The returned Watch's Changed channel receives whenever the tenure of
+	// name may have ended (a hint: spurious wake-ups are fine, missed ones
+	// are not while the store's connection holds). ctx bounds setting up
+	// the watch and, after that, its life.
+	Watch(ctx context.Context, name string) (lease.Watch, error)
+}
+
+// FairAcquirer is a Store that keeps a queue of waiting owners per name.
+// The Locker's AcquireQueued and Dequeue use it; without it they report
+// errors.ErrUnsupported.
+type FairAcquirer interface {
+	// AcquireQueued is Acquire for an owner waiting its turn (see
+	// lease.FairAcquirer): it puts owner at the back of name's queue if it
+	// has no unexpired place there, moves its place's expiry to now+place,
+	// and starts or extends a tenure only when owner holds name already,
+	// or name is free and owner is first among the unexpired places,
+	// taking owner out of the queue then. When it does not, it returns
+	// the holder's tenure, or, when name is free, a Tenure whose Owner is
+	// the waiter ahead and whose Remaining is the time its place has left.
+	AcquireQueued(ctx context.Context, name, owner string, ttl, place time.Duration) (Tenure, error)
+
+	// Dequeue removes owner's place in name's queue, if it has one.
+	Dequeue(ctx context.Context, name, owner string) error
+}

@@ -1,0 +1,257 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"sync"
+	"time"
+)
+
+// The renewals of all Runs on one Locker go through one renewer: it wakes
+// when the earliest renewal falls due, takes every renewal due within an
+// eighth of its interval, most urgent (earliest Deadline) first, and sends
+// them as one BatchRenewer call per maxBatch tenures. A lone Run renews
+// every ttl/3 as it always did; ten thousand Runs cost a few calls per
+// sweep instead of ten thousand. The renewer's goroutine lives while at
+// least one Run uses it.
+
+// maxBatch bounds one RenewBatch call.
+const maxBatch = 500
+
+// fallbackRenewals bounds the Renew calls a renewer makes at once on a
+// Locker that is not a BatchRenewer.
+const fallbackRenewals = 8
+
+var (
+	renewersMu sync.Mutex
+	renewers   = map[Locker]*renewer{}
+)
+
+// renewJob is one Run's renewals.
+type renewJob struct {
+	h       *holding
+	ttl     time.Duration
+	every   time.Duration
+	log     *runLog
+	lost    func(error)     // ends fn's context with a cause matching ErrLost
+	renewed func(got Lease) // moves the watchdog to the new Deadline
+
+	// Guarded by the renewer's mu.
+	next     time.Time // when the next renewal falls due
+	inflight bool      // in a call to the store now
+	over     bool      // lost: renew no more
+}
+
+type renewer struct {
+	l    Locker
+	wake chan struct{} // a job was added, or the last one left
+	done chan struct{} // closed when the loop has returned
+
+	mu      sync.Mutex
+	idle    *sync.Cond // signalled when a call's results are in
+	jobs    map[*renewJob]struct{}
+	closing bool
+}
+
+// startRenewing adds j to l's renewer, starting it if need be, and returns
+// the function that takes j out again; once that returns, no renewal of
+// j is in flight or will start.
+func startRenewing(l Locker, j *renewJob) (stop func()) {
+	shared := comparable(l)
+	var r *renewer
+	renewersMu.Lock()
+	if shared {
+		r = renewers[l]
+	}
+	if r == nil {
+		r = &renewer{l: l, wake: make(chan struct{}, 1), done: make(chan struct{}), jobs: map[*renewJob]struct{}{}}
+		r.idle = sync.NewCond(&r.mu)
+		if shared {
+			renewers[l] = r
+		}
+		go r.loop()
+	}
+	r.mu.Lock()
+	j.next = time.Now().Add(jitter(j.every))
+	r.jobs[j] = struct{}{}
+	r.mu.Unlock()
+	renewersMu.Unlock()
+	r.poke()
+
+	return func() {
+		r.mu.Lock()
+		j.over = true // never picked again
+		for j.inflight {
+			r.idle.Wait()
+		}
+		r.mu.Unlock()
+		renewersMu.Lock()
+		r.mu.Lock()
+		delete(r.jobs, j)
+		last := len(r.jobs) == 0
+		if last {
+			r.closing = true
+			if shared {
+				delete(renewers, l)
+			}
+		}
+		r.mu.Unlock()
+		renewersMu.Unlock()
+		if last {
+			r.poke()
+			<-r.done
+		}
+	}
+}
+
+// comparable reports whether l can key the renewers map.
+func comparable(l Locker) bool {
+	t := reflect.TypeOf(l)
+	return t != nil && t.Comparable()
+}
+
+// jitter spreads renewals over ±10% of every, so that Runs started
+// together do not renew in waves.
+func jitter(every time.Duration) time.Duration {
+	return every - every/10 + rand.N(every/5+1)
+}
+
+func (r *renewer) poke() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (r *renewer) loop() {
+	defer close(r.done)
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	for {
+		r.mu.Lock()
+		if r.closing {
+			r.mu.Unlock()
+			return
+		}
+		now := time.Now()
+		due, wait := r.due(now)
+		for _, j := range due {
+			j.inflight = true
+		}
+		r.mu.Unlock()
+		if len(due) == 0 {
+			t.Reset(wait)
+			select {
+			case <-t.C:
+			case <-r.wake:
+				if !t.Stop() {
+					select {
+					case <-t.C:
+					default:
+					}
+				}
+			}
+			continue
+		}
+		for chunk := range slices.Chunk(due, maxBatch) {
+			r.renew(chunk)
+		}
+	}
+}
+
+// due returns the jobs to renew now, most urgent first, or, when none is
+// due, how long until the first is. r.mu must be held.
+func (r *renewer) due(now time.Time) ([]*renewJob, time.Duration) {
+	var due []*renewJob
+	wait := time.Hour
+	for j := range r.jobs {
+		if j.inflight || j.over {
+			continue
+		}
+		// When one renewal falls due, take along those due within an
+		// eighth of their interval, so that they go in one call.
+		if left := j.next.Sub(now); left <= j.every/8 {
+			due = append(due, j)
+		} else {
+			wait = min(wait, left)
+		}
+	}
+	slices.SortFunc(due, func(a, b *renewJob) int { return a.h.get().Deadline.Compare(b.h.get().Deadline) })
+	return due, wait
+}
+
+// renew renews chunk in one call (or a few, without BatchRenewer) bounded
+// by the latest of their Deadlines, and applies the results.
+func (r *renewer) renew(chunk []*renewJob) {
+	reqs := make([]RenewRequest, len(chunk))
+	var deadline time.Time
+	for i, j := range chunk {
+		reqs[i] = RenewRequest{Lease: j.h.get(), TTL: j.ttl}
+		if d := reqs[i].Lease.Deadline; d.After(deadline) {
+			deadline = d
+		}
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	results := renewAll(ctx, r.l, reqs)
+	cancel()
+
+	now := time.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i, j := range chunk {
+		j.inflight = false
+		res := results[i]
+		switch {
+		case res.Err == nil:
+			j.h.set(res.Lease)
+			j.renewed(res.Lease)
+			j.next = now.Add(jitter(j.every))
+			j.log.log(slog.LevelDebug, "lease renewed", slog.Duration("lease.slack", reqs[i].Lease.Deadline.Sub(now)))
+		case errors.Is(res.Err, ErrLost):
+			j.over = true
+			err := fmt.Errorf("lease %q: renewal: %w", reqs[i].Lease.Name, res.Err)
+			j.log.log(slog.LevelError, "lease lost", slog.Any("error", err))
+			j.lost(err)
+		default:
+			// The store failed; try again soon, while the Deadline lasts
+			// (the watchdog ends fn's context at the Deadline).
+			j.next = now.Add(max(j.every/4, time.Millisecond))
+			j.log.log(slog.LevelWarn, "lease renewal failed; retrying", slog.Any("error", res.Err), slog.Duration("lease.left", reqs[i].Lease.Deadline.Sub(now)))
+		}
+	}
+	r.idle.Broadcast()
+}
+
+// renewAll renews reqs on l: in one call when l is a BatchRenewer, else a
+// few Renew calls at a time.
+func renewAll(ctx context.Context, l Locker, reqs []RenewRequest) []RenewResult {
+	if br, ok := l.(BatchRenewer); ok {
+		if res := br.RenewBatch(ctx, reqs); len(res) == len(reqs) {
+			return res
+		}
+		err := fmt.Errorf("lease: %T.RenewBatch returned the wrong number of results", l)
+		out := make([]RenewResult, len(reqs))
+		for i := range out {
+			out[i].Err = err
+		}
+		return out
+	}
+	out := make([]RenewResult, len(reqs))
+	sem := make(chan struct{}, fallbackRenewals)
+	var wg sync.WaitGroup
+	for i, req := range reqs {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			out[i].Lease, out[i].Err = l.Renew(ctx, req.Lease, req.TTL)
+		}()
+	}
+	wg.Wait()
+	return out
+}

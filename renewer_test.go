@@ -1,0 +1,126 @@
+package lease_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/backend/memory"
+)
+
+// batchCounter counts RenewBatch calls and the tenures in them.
+type batchCounter struct {
+	*memory.Locker
+	calls, tenures atomic.Int64
+}
+
+func (b *batchCounter) RenewBatch(ctx context.Context, reqs []lease.RenewRequest) []lease.RenewResult {
+	b.calls.Add(1)
+	b.tenures.Add(int64(len(reqs)))
+	return b.Locker.RenewBatch(ctx, reqs)
+}
+
+func TestRunsOnOneLockerRenewInBatches(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const runs, ttl, hold = 1200, 6 * time.Second, 20 * time.Second
+		l := &batchCounter{Locker: memory.New()}
+		var wg sync.WaitGroup
+		errs := make(chan error, runs)
+		for i := range runs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs <- lease.Run(context.Background(), l, fmt.Sprintf("job-%d", i), ttl, func(ctx context.Context) error {
+					select {
+					case <-time.After(hold):
+						return nil
+					case <-ctx.Done():
+						return context.Cause(ctx)
+					}
+				})
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatalf("Run = %v", err)
+			}
+		}
+		// Every Run renews about every 2s for 20s: some 10 sweeps of 1200
+		// renewals. One call per renewal would be 12000 calls; the goal is
+		// at most a fiftieth of that.
+		calls, tenures := l.calls.Load(), l.tenures.Load()
+		if tenures < runs*8 {
+			t.Fatalf("%d renewals for %d Runs holding %s with a ttl of %s: too few", tenures, runs, hold, ttl)
+		}
+		if calls*50 > tenures {
+			t.Fatalf("%d RenewBatch calls for %d renewals: the renewer did not coalesce them", calls, tenures)
+		}
+		t.Logf("%d renewals in %d calls", tenures, calls)
+	})
+}
+
+func TestRenewerEndsOnlyTheLostRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := memory.New()
+		ctx := context.Background()
+		keep := make(chan error, 1)
+		go func() {
+			keep <- lease.Run(ctx, l, "kept", time.Second, func(ctx context.Context) error {
+				select {
+				case <-time.After(5 * time.Second):
+					return nil
+				case <-ctx.Done():
+					return context.Cause(ctx)
+				}
+			})
+		}()
+		err := lease.Run(ctx, l, "lost", time.Second, func(ctx context.Context) error {
+			held, _ := lease.FromContext(ctx)
+			if _, err := l.ForceRelease(context.Background(), held.Name); err != nil {
+				return err
+			}
+			<-ctx.Done()
+			return nil
+		})
+		if !errors.Is(err, lease.ErrLost) {
+			t.Fatalf("the Run whose lease was force-released returned %v, want ErrLost", err)
+		}
+		if err := <-keep; err != nil {
+			t.Fatalf("the other Run on the same Locker returned %v", err)
+		}
+	})
+}
+
+func TestRenewalsKeepTheirOwnTTLAndInterval(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := &batchCounter{Locker: memory.New()}
+		var got []lease.Lease
+		err := lease.Run(context.Background(), l, "job", 3*time.Second, func(ctx context.Context) error {
+			for range 5 {
+				time.Sleep(time.Second)
+				held, _ := lease.FromContext(ctx)
+				got = append(got, held)
+			}
+			return nil
+		}, lease.WithRenewEvery(time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Renewed about every second (±10%), so four or five renewals in
+		// five seconds, each moving the Deadline.
+		if n := l.tenures.Load(); n < 4 || n > 6 {
+			t.Fatalf("%d renewals in 5s at one per second", n)
+		}
+		if !got[len(got)-1].Deadline.After(got[0].Deadline) {
+			t.Fatal("the Deadline did not move with renewals")
+		}
+	})
+}
