@@ -29,9 +29,10 @@
 // No command waits on the store without a limit: status, list, release,
 // cleanup and the opening of the store by check give up after --timeout
 // (30s); lease run gives opening the store --timeout if given, else its
-// --ttl, and each acquire its --ttl. A store that does not answer in time
-// (one that accepts connections but never answers included) is one line
-// naming the store, without its password, and exit 1.
+// --ttl, and each acquire until the deadline the lease would have (just
+// under --ttl). A store that does not answer in time (one that accepts
+// connections but never answers included) is one line naming the store,
+// without its password, and exit 1.
 //
 // # Flags and the environment
 //

@@ -61,7 +61,7 @@ func (g *globals) run(ctx context.Context, args []string) (err error) {
 	fs.DurationVar(&f.grace, "grace", 0, "time COMMAND gets between SIGTERM and SIGKILL when the lease cannot be kept; it comes out of the lease: SIGTERM at the deadline minus `D` (default 10s, or a third of --ttl if less)")
 	fs.StringVar(&f.owner, "owner", "", "owner identity to acquire as (default a fresh host:pid:random one)")
 	fs.IntVar(&f.conflictCode, "conflict-exit-code", exitBusyDflt, "exit code when another owner holds NAME")
-	fs.DurationVar(&g.timeout, "timeout", g.timeout, "give up on a store that does not answer within `D` while opening it (default --ttl; each acquire waits at most --ttl); 0 waits as long as it takes")
+	fs.DurationVar(&g.timeout, "timeout", g.timeout, "give up on a store that does not answer within `D` while opening it (default --ttl; each acquire waits at most until the deadline it would grant); 0 waits as long as it takes")
 	fs.Lookup("timeout").DefValue = "" // the ttl, unless given
 	if err := fs.Parse(args); err != nil {
 		return parseError(err)
