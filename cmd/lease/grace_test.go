@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -72,4 +73,26 @@ func TestRunStopsTheCommandByTheDeadline(t *testing.T) {
 		t.Errorf("the store granted %d leases, want only the first Acquire (every renewal stalls)", n)
 	}
 	_ = os.Remove(filepath.Join(dir, "term"))
+}
+
+// lastDeadline is the Deadline of the newest lease the store granted.
+func (s *slowLocker) lastDeadline() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.deadlines) == 0 {
+		return time.Time{}
+	}
+	return s.deadlines[len(s.deadlines)-1]
+}
+
+// leaseLineWith is oneLineWith for a stderr that the command writes to
+// as well: exactly one of its lines comes from lease.
+func leaseLineWith(s string, subs ...string) bool {
+	var mine []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.HasPrefix(l, "lease: ") {
+			mine = append(mine, l)
+		}
+	}
+	return len(mine) == 1 && containsAll(mine[0], subs...)
 }

@@ -100,16 +100,6 @@ func (s *slowLocker) record(l lease.Lease) {
 	s.deadlines = append(s.deadlines, l.Deadline)
 }
 
-// lastDeadline is the Deadline of the newest lease the store granted.
-func (s *slowLocker) lastDeadline() time.Time {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.deadlines) == 0 {
-		return time.Time{}
-	}
-	return s.deadlines[len(s.deadlines)-1]
-}
-
 // granted is how many leases the store granted (acquired or renewed).
 func (s *slowLocker) granted() int {
 	s.mu.Lock()
@@ -142,18 +132,6 @@ func oneLineWith(s string, subs ...string) bool {
 		return false
 	}
 	return containsAll(lines[0], subs...)
-}
-
-// leaseLineWith is oneLineWith for a stderr that the command writes to
-// as well: exactly one of its lines comes from lease.
-func leaseLineWith(s string, subs ...string) bool {
-	var mine []string
-	for _, l := range strings.Split(s, "\n") {
-		if strings.HasPrefix(l, "lease: ") {
-			mine = append(mine, l)
-		}
-	}
-	return len(mine) == 1 && containsAll(mine[0], subs...)
 }
 
 func containsAll(line string, subs ...string) bool {
