@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -75,6 +76,17 @@ func build(out string, flags ...string) error {
 	cmd := exec.Command("go", append(args, ".")...)
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("go %s: %v\n%s", strings.Join(cmd.Args[1:], " "), err, b)
+	}
+	// Once, on a loaded machine with other builds sharing the cache, the
+	// binary came out without execute permission and every test that ran
+	// it failed with "permission denied": say so, and make it executable.
+	fi, err := os.Stat(out)
+	if err != nil {
+		return err
+	}
+	if runtime.GOOS != "windows" && fi.Mode()&0o111 == 0 {
+		fmt.Fprintf(os.Stderr, "lease tests: go build wrote %s with mode %v; making it executable\n", out, fi.Mode())
+		return os.Chmod(out, 0o755)
 	}
 	return nil
 }
