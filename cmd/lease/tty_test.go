@@ -122,7 +122,7 @@ func TestRunGivesTheCommandTheTerminal(t *testing.T) {
 	dir := t.TempDir()
 	env := []string{"LEASE_BACKEND=" + sqliteURL(t), "DIR=" + dir}
 	cmd := startOnTTY(t, tty, env, nil, leaseBin, "run", "tty", "--", "sh", "-c",
-		`echo $$ > "$DIR/pid"; read x; echo "got $x"`)
+		`echo $$ > "$DIR/pid.tmp" && mv "$DIR/pid.tmp" "$DIR/pid"; read x; echo "got $x"`)
 	defer killLeftovers(t, dir)
 	// Typed ahead or not, the line waits in the terminal until read.
 	if _, err := io.WriteString(master, "hello\n"); err != nil {
@@ -157,7 +157,7 @@ func TestRunStopsAndResumesWithTheCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	shell := startOnTTY(t, tty, env, []*os.File{eventsW, fgR}, self, leaseBin, "run", "tty", "--", "sh", "-c",
-		`echo $$ > "$DIR/pid"; read x; echo "got $x"`)
+		`echo $$ > "$DIR/pid.tmp" && mv "$DIR/pid.tmp" "$DIR/pid"; read x; echo "got $x"`)
 	eventsW.Close()
 	fgR.Close()
 	defer fg.Close()
