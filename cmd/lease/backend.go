@@ -43,19 +43,23 @@ func defaultBackend() (string, error) {
 	return u.String(), nil
 }
 
-// open opens the store. A malformed URL is a usage error; an unreachable
-// store a failure.
+// open opens the store, within --timeout (or the limit lease run set). A
+// malformed URL is a usage error; an unreachable store a failure.
 func (g *globals) open(ctx context.Context) (lease.Locker, error) {
 	raw, err := g.backendURL()
 	if err != nil {
 		return nil, err
 	}
-	l, err := lease.Open(ctx, raw)
+	limit, by := g.openLimit()
+	ctx, cancel := g.bound(ctx, limit, by)
+	defer cancel()
+	l, err := bounded(ctx, func(ctx context.Context) (lease.Locker, error) { return lease.Open(ctx, raw) },
+		func(l lease.Locker) { _ = l.Close() })
 	if err != nil {
 		if errors.Is(err, lease.ErrInvalid) {
 			return nil, failf(exitUsage, "%v", err)
 		}
-		return nil, err
+		return nil, g.storeError(ctx, err)
 	}
 	return l, nil
 }

@@ -6,6 +6,10 @@
 //	lease list [--json] [PREFIX]
 //	lease release --force NAME
 //	lease check [flags] [URL]
+//	lease schema [URL]
+//	lease cleanup [--older-than D] [URL]
+//	lease version
+//	lease help [COMMAND]
 //
 // Install it with
 //
@@ -22,8 +26,34 @@
 //
 //	export LEASE_BACKEND='postgres://app@db.internal:5432/app?sslmode=require'
 //
-// status, list and release give up on a store that does not answer within
-// --timeout (30s), with one line saying so.
+// No command waits on the store without a limit: status, list, release,
+// cleanup and the opening of the store by check give up after --timeout
+// (30s); lease run gives opening the store --timeout if given, else its
+// --ttl, and each acquire until the deadline the lease would have (just
+// under --ttl). A store that does not answer in time (one that accepts
+// connections but never answers included) is one line naming the store,
+// without its password, and exit 1.
+//
+// # Flags and the environment
+//
+// Flags are GNU-style (--ttl 30s or --ttl=30s; Go's -ttl 30s works too)
+// and may come before or after the command's arguments, except for lease
+// run, whose flags come before NAME. A duration is a Go duration (30s,
+// 1m30s, 500ms) or a number of seconds (--ttl 30 is --ttl 30s, as with
+// etcdctl).
+//
+// Every flag may also come from the environment, as LEASE_ followed by
+// the flag's name in capitals with dashes as underscores: --ttl is
+// $LEASE_TTL, --renew-every $LEASE_RENEW_EVERY, --backend $LEASE_BACKEND,
+// --timeout $LEASE_TIMEOUT, --json $LEASE_JSON (true or false). A flag on
+// the command line wins; a bad value in the environment is an error that
+// names the variable, but only for a command that has that flag. The
+// exceptions: --owner (lease run gives COMMAND its own owner as
+// $LEASE_OWNER, and a lease run inside COMMAND must not take it as its own
+// and re-enter the outer tenure), --force (a deliberate act, not a
+// setting), and lease check's own flags (its --ttl and --timeout mean
+// something else; it reads only $LEASE_BACKEND, and $LEASE_TIMEOUT for
+// opening the store).
 //
 // # lease run
 //
@@ -41,28 +71,65 @@
 //
 //	--ttl D                 lease length; a crashed holder blocks NAME this long (30s)
 //	--wait D                wait up to D for a busy lease (0: give up at once)
-//	--min-hold D            hold the lease at least D, even if COMMAND ends sooner,
-//	                        so machines whose cron fires a little late skip the job
+//	--min-hold D            hold the lease at least D after acquiring it, even if
+//	                        COMMAND ends sooner, so machines whose cron fires a
+//	                        little late skip the job; lease itself keeps running,
+//	                        and renewing, until then
 //	--renew-every D         renewal period (ttl/3)
-//	--grace D               after the lease is lost, time between SIGTERM and SIGKILL (10s)
+//	--grace D               time between SIGTERM and SIGKILL, out of the lease (below)
+//	                        (10s, or ttl/3 if less)
 //	--owner S               owner identity (default host:pid:random)
 //	--conflict-exit-code N  exit code when NAME is busy (75), like flock -E
+//	--timeout D             limit for opening the store (default: the ttl)
 //
 // When another owner holds NAME, lease prints one line saying who and for
 // how long, and exits 75 without running COMMAND; with --wait it says so,
 // waits, and gives up the same way when the wait runs out (SIGINT ends
-// the wait at once, exit 130). If the lease is lost
-// while COMMAND runs (a renewal finds it taken over or released, or the
-// store cannot be reached before the lease's deadline), lease sends
-// SIGTERM to COMMAND's process group, SIGKILL to what is left of it after
-// --grace, and exits 70 saying so: unlike etcdctl lock and consul lock,
-// it does not let the command go on without the lease.
+// the wait at once, exit 130). A store that grants the lease only after
+// its deadline has passed (it answered too late) is one line and exit 1:
+// COMMAND is not started, and the lease is released.
+//
+// The lease's deadline is when this machine stops counting on the lease:
+// the moment lease asked for it or last renewed it, plus --ttl, minus a
+// margin for clock drift (1% of the ttl plus 2ms), so that it comes before
+// the store can give the lease to anyone else. The grace comes out of the
+// lease, so that COMMAND is gone by the deadline:
+//
+//   - If no renewal has succeeded by the deadline minus --grace (the store
+//     is down, slow or unreachable), COMMAND's process group gets SIGTERM
+//     then, and SIGKILL 100ms before the deadline (half the grace if that
+//     is shorter). With --grace 0, SIGTERM and SIGKILL come together at
+//     the deadline.
+//   - If a renewal finds the lease lost (taken over, or released with
+//     lease release --force), the group gets SIGTERM at once, and SIGKILL
+//     --grace later or 100ms before the deadline, whichever comes first.
+//
+// Either way lease exits 70 saying so: unlike etcdctl lock and consul
+// lock, it does not let the command go on without the lease. A --grace
+// that does not fit in the lease is refused: the deadline minus the grace
+// must come after the first renewal is due, that is --grace must be
+// shorter than --ttl minus --renew-every minus the drift margin (with the
+// defaults, 19.7s for a 30s ttl). Give a command that needs a long grace a
+// long ttl.
 //
 // COMMAND runs in a process group of its own, so that stopping it reaches
-// everything it started; it therefore cannot read from the terminal.
-// SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to lease are passed on to the
-// group; lease waits for COMMAND to exit, then releases the lease. No
-// lease is left behind by a clean exit.
+// everything it started. When lease is in the foreground of the terminal
+// that is its stdin, COMMAND's group gets the foreground instead (on
+// Linux; elsewhere a COMMAND that reads the terminal is stopped by
+// SIGTTIN), so an interactive COMMAND behaves as it would without lease:
+// it reads the terminal, Ctrl-C and Ctrl-Z reach it, and when Ctrl-Z
+// stops it, lease takes the terminal back and stops too, so the shell
+// regains control; fg continues both, and COMMAND gets the terminal again.
+// SIGINT, SIGTERM, SIGHUP, SIGQUIT and SIGCONT sent to lease are passed on
+// to the group; lease waits for COMMAND to exit, then releases the lease.
+// No lease is left behind by a clean exit.
+//
+// If lease itself dies, even by SIGKILL, COMMAND's whole process group is
+// killed within moments, so that nothing runs on without the lease: the
+// group is led by a small watcher (a copy of lease, started first) that
+// kills the group when lease's end of a pipe closes, and on Linux COMMAND
+// also has SIGKILL as its parent-death signal. Processes that COMMAND
+// leaves running after it exits normally are not touched.
 //
 // # status, list and release
 //
@@ -74,6 +141,24 @@
 // clearing a stuck lease; its holder finds out at its next renewal. list
 // and release need a backend that implements lease.Lister and
 // lease.ForceReleaser (all of this module's do).
+//
+// # schema and cleanup
+//
+// lease schema URL prints the CREATE TABLE statement of a SQL store
+// (sqlite, postgres, mysql) for its ?table= (default "leases"), for your
+// own migrations (then open the store with ?autocreate=false). It does not
+// connect. For other stores, which keep no table, it exits 2.
+//
+// A SQL store keeps one row per name ever used, so that tokens keep
+// growing. lease cleanup [--older-than D] URL deletes the rows of names
+// whose last lease ended more than D ago (24h; at least 1m) and says how
+// many; tokens stay in order across it. Redis, etcd and memory stores
+// delete what expires on their own: for them it says there is nothing to
+// clean up and exits 0, so one cron line serves any store.
+//
+// lease version prints the module version lease was built from, or
+// "(devel)" when there is none (a build from a checkout with Go 1.24 or
+// later shows a pseudo-version instead).
 //
 // # lease check
 //
@@ -131,8 +216,11 @@
 //
 //	0      success (run: COMMAND exited 0)
 //	1..    run: COMMAND's own exit code, 128+N if signal N killed it
-//	1      an error: the store failed or could not be reached; check: the store failed
-//	2      usage: bad flags or arguments, a malformed or unknown backend URL
+//	1      an error: the store failed, could not be reached or did not answer in
+//	       time (run: or answered after the lease's deadline; COMMAND did not
+//	       start); check: the store failed
+//	2      usage: bad flags or arguments (command line or environment), a
+//	       malformed or unknown backend URL; schema: not a SQL store
 //	3      status, release: nobody holds NAME
 //	70     run: the lease was lost while COMMAND ran; COMMAND was stopped
 //	75     run: NAME is held by another owner (--conflict-exit-code)

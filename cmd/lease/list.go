@@ -32,9 +32,9 @@ func (g *globals) list(ctx context.Context, args []string) (err error) {
 	if !ok {
 		return failf(exitFailure, "this backend (%T) cannot list leases: it does not implement lease.Lister; use lease status NAME", l)
 	}
-	leases, err := lister.List(ctx, prefix)
+	leases, err := bounded(ctx, func(ctx context.Context) ([]lease.Lease, error) { return lister.List(ctx, prefix) }, nil)
 	if err != nil {
-		return err
+		return g.storeError(ctx, err)
 	}
 	now := time.Now()
 	if *asJSON {

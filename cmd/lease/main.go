@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -41,11 +40,24 @@ func failf(code int, format string, args ...any) error {
 }
 
 func main() {
-	if url, ok := os.LookupEnv(checkChildEnv); ok {
-		os.Exit(checkChild(url))
+	if code, ok := internalRole(); ok {
+		os.Exit(code)
 	}
 	err := run(context.Background(), os.Args[1:], os.Stdout, os.Stderr)
 	os.Exit(report(err, os.Stderr))
+}
+
+// internalRole runs the role this binary was started for, when it is not
+// the command line: the conformance suite for lease check, or the
+// watcher that guards a lease run's command. ok is false otherwise.
+func internalRole() (code int, ok bool) {
+	if conf, ok := os.LookupEnv(checkChildEnv); ok {
+		return checkChild(conf), true
+	}
+	if _, ok := os.LookupEnv(watcherEnv); ok {
+		return watcher(), true
+	}
+	return 0, false
 }
 
 // report prints err for people and returns the exit code for it.
@@ -53,7 +65,7 @@ func report(err error, stderr io.Writer) int {
 	if err == nil {
 		return exitOK
 	}
-	if errors.Is(err, flag.ErrHelp) {
+	if errors.Is(err, errHelp) {
 		return exitOK
 	}
 	var ee *exitError
@@ -80,35 +92,46 @@ func oneLine(msg string) string {
 	return strings.Join(strings.Fields(msg), " ")
 }
 
-const usage = `usage: lease [--backend URL] COMMAND [ARGS]
+const usage = `usage: lease [--backend URL] [--timeout D] COMMAND [ARGS]
 
 Commands:
   run [flags] NAME -- COMMAND [ARGS...]  run COMMAND while holding the lease NAME
   status [--json] NAME                   show who holds NAME
   list [--json] [PREFIX]                 list the held leases whose names start with PREFIX
   release --force NAME                   end the current tenure of NAME, whoever holds it
-  check [flags] URL                      run the conformance suite against a store
+  check [flags] [URL]                    run the conformance suite against a store
+  schema [URL]                           print the SQL that creates a SQL store's table
+  cleanup [--older-than D] [URL]         delete a SQL store's rows of long-ended leases
+  version                                print lease's version
+  help [COMMAND]                         print this, or a command's flags
 
 The store is --backend URL, else $LEASE_BACKEND, else a SQLite file in the
-user's cache directory. Run "lease COMMAND -h" for a command's flags.
+user's cache directory. --timeout (30s) bounds how long a command waits for
+a store that does not answer; lease run waits at most its --ttl unless
+--timeout is given. Durations are Go durations (30s, 1m30s, 500ms) or a
+number of seconds. Flags may also come from $LEASE_<FLAG> (--ttl: $LEASE_TTL,
+--renew-every: $LEASE_RENEW_EVERY), except --owner and --force; the command
+line wins. Run "lease COMMAND --help" for a command's flags.
 `
+
+// commands are lease's commands, for "did you mean".
+var commands = []string{"run", "status", "list", "release", "check", "schema", "cleanup", "version", "help"}
 
 // run parses the global flags and runs the command args name.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("lease", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, usage) }
-	backend := fs.String("backend", "", "the store's `URL` (default $LEASE_BACKEND, else a SQLite file in the user cache directory)")
-	timeout := fs.Duration("timeout", defaultTimeout, "how long status, list and release wait for an unreachable store")
+	g := &globals{stdout: stdout, stderr: stderr, given: map[string]string{}}
+	fs := g.newFlagSet("lease", "[--backend URL] [--timeout D] COMMAND [ARGS]", false)
+	fs.Usage = func() { fmt.Fprint(stdout, usage) }
+	fs.StringVar(&g.backend, "backend", "", backendUsage)
+	fs.DurationVar(&g.timeout, "timeout", defaultTimeout, timeoutUsage)
 	if err := fs.Parse(args); err != nil {
-		return parseError(err)
+		return err
 	}
 	args = fs.Args()
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return &exitError{code: exitUsage}
 	}
-	g := &globals{backend: *backend, timeout: *timeout, stdout: stdout, stderr: stderr}
 	cmd, args := args[0], args[1:]
 	switch cmd {
 	case "run":
@@ -121,11 +144,39 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return g.release(ctx, args)
 	case "check":
 		return g.check(ctx, args)
+	case "schema":
+		return g.schema(args)
+	case "cleanup":
+		return g.cleanup(ctx, args)
+	case "version":
+		return g.version(args)
 	case "help":
-		fmt.Fprint(stdout, usage)
+		return g.help(ctx, args)
+	}
+	if s := suggest(cmd, commands); s != "" {
+		return usageErrorf("unknown command %q: did you mean %s? (see lease --help)", cmd, s)
+	}
+	return usageErrorf("unknown command %q (want %s; see lease --help)", cmd, strings.Join(commands, ", "))
+}
+
+// help is "lease help [COMMAND]": the usage, or COMMAND's help.
+func (g *globals) help(ctx context.Context, args []string) error {
+	switch {
+	case len(args) == 0:
+		fmt.Fprint(g.stdout, usage)
+		return nil
+	case len(args) > 1:
+		return usageErrorf("help takes at most one COMMAND, got %d arguments", len(args))
+	case args[0] == "help" || args[0] == "version":
+		fmt.Fprint(g.stdout, usage)
 		return nil
 	}
-	return usageErrorf("unknown command %q (want run, status, list, release or check; see lease -h)", cmd)
+	for _, c := range commands {
+		if c == args[0] {
+			return run(ctx, []string{args[0], "--help"}, g.stdout, g.stderr)
+		}
+	}
+	return run(ctx, args, g.stdout, g.stderr) // the unknown-command error
 }
 
 // globals is what every command shares: the global flags and the output.
@@ -133,45 +184,57 @@ type globals struct {
 	backend        string
 	timeout        time.Duration
 	stdout, stderr io.Writer
+
+	// given names the flags given on the command line ("--ttl") or in
+	// the environment ("$LEASE_TTL"), by flag name.
+	given map[string]string
+	// limit, when set, bounds opening the store instead of --timeout
+	// (lease run without --timeout: its ttl), and limitBy says so.
+	limit   time.Duration
+	limitBy string
 }
+
+const (
+	backendUsage = "the store's `URL` (default $LEASE_BACKEND, else a SQLite file in the user cache directory)"
+	timeoutUsage = "give up on a store that does not answer after `D`; 0 waits as long as it takes"
+)
 
 // defaultTimeout bounds the one-shot commands, so that an unreachable
 // store is a clear error rather than a hang (some clients, such as etcd's,
 // retry for as long as the context allows).
 const defaultTimeout = 30 * time.Second
 
-// timeoutFlag adds --timeout to the flags of status, list and release, so
-// that it may come before or after the command.
-func (g *globals) timeoutFlag(fs *flag.FlagSet) {
-	fs.DurationVar(&g.timeout, "timeout", g.timeout, "how long to wait for a store that does not answer")
+// timeoutFlag adds --timeout to a command's flags, so that it may come
+// before or after the command.
+func (g *globals) timeoutFlag(fs *flagSet) {
+	fs.DurationVar(&g.timeout, "timeout", g.timeout, timeoutUsage)
 }
 
-// oneShot bounds ctx by --timeout for status, list and release.
+// oneShot bounds ctx by --timeout for a command that makes a few calls to
+// the store; a call cut short by it is reported by storeError.
 func (g *globals) oneShot(ctx context.Context) (context.Context, context.CancelFunc) {
-	if g.timeout <= 0 {
-		return context.WithCancel(ctx)
-	}
-	return context.WithTimeout(ctx, g.timeout)
+	return g.bound(ctx, g.timeout, "--timeout")
 }
 
 // flags returns a FlagSet for the command name that also accepts
 // --backend, so it may come before or after the command.
-func (g *globals) flags(name, synopsis string) *flag.FlagSet {
-	fs := flag.NewFlagSet("lease "+name, flag.ContinueOnError)
-	fs.SetOutput(g.stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(g.stderr, "usage: lease %s\n\nFlags:\n", synopsis)
-		fs.PrintDefaults()
+func (g *globals) flags(name, synopsis string) *flagSet {
+	fs := g.newFlagSet("lease "+name, synopsis, name != "run")
+	if name == "check" {
+		// check's --ttl and --timeout mean something else than run's and
+		// the global one: only the store comes from the environment.
+		fs.fromEnv = func(flag string) bool { return flag == "backend" }
 	}
-	fs.StringVar(&g.backend, "backend", g.backend, "the store's `URL` (default $LEASE_BACKEND, else a SQLite file in the user cache directory)")
+	fs.StringVar(&g.backend, "backend", g.backend, backendUsage)
 	return fs
 }
 
-// parseError turns a flag parsing error into a usage error; the flag
-// package has printed the details already.
+// parseError passes on what flagSet.Parse returned: errHelp, or a usage
+// error that says what was wrong.
 func parseError(err error) error {
-	if errors.Is(err, flag.ErrHelp) {
+	var ee *exitError
+	if errors.Is(err, errHelp) || errors.As(err, &ee) {
 		return err
 	}
-	return &exitError{code: exitUsage}
+	return usageErrorf("%v", err)
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -27,7 +28,21 @@ var (
 // binaries are built with it too.
 var raceEnabled bool
 
+// testHelpers are the other roles of the test binary: when the variable
+// is set, TestMain runs the function instead of the tests.
+var testHelpers = map[string]func() int{}
+
 func TestMain(m *testing.M) {
+	// The tests that run the command line in this process start this
+	// binary as lease run's watcher.
+	if code, ok := internalRole(); ok {
+		os.Exit(code)
+	}
+	for env, f := range testHelpers {
+		if os.Getenv(env) != "" {
+			os.Exit(f())
+		}
+	}
 	os.Exit(testMain(m))
 }
 
@@ -61,6 +76,17 @@ func build(out string, flags ...string) error {
 	cmd := exec.Command("go", append(args, ".")...)
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("go %s: %v\n%s", strings.Join(cmd.Args[1:], " "), err, b)
+	}
+	// Once, on a loaded machine with other builds sharing the cache, the
+	// binary came out without execute permission and every test that ran
+	// it failed with "permission denied": say so, and make it executable.
+	fi, err := os.Stat(out)
+	if err != nil {
+		return err
+	}
+	if runtime.GOOS != "windows" && fi.Mode()&0o111 == 0 {
+		fmt.Fprintf(os.Stderr, "lease tests: go build wrote %s with mode %v; making it executable\n", out, fi.Mode())
+		return os.Chmod(out, 0o755)
 	}
 	return nil
 }

@@ -38,12 +38,12 @@ func (g *globals) release(ctx context.Context, args []string) (err error) {
 	if !ok {
 		return failf(exitFailure, "this backend (%T) cannot force a release: it does not implement lease.ForceReleaser; wait for the lease to expire", l)
 	}
-	old, err := fr.ForceRelease(ctx, name)
+	old, err := bounded(ctx, func(ctx context.Context) (lease.Lease, error) { return fr.ForceRelease(ctx, name) }, nil)
 	if errors.Is(err, lease.ErrNotHeld) {
 		return failf(exitNotHeld, "%s is not held: nothing to release", quoteName(name))
 	}
 	if err != nil {
-		return err
+		return g.storeError(ctx, err)
 	}
 	fmt.Fprintf(g.stdout, "released %s (was held by %s, token %d)\n", quoteName(name), old.Owner, old.Token)
 	return nil

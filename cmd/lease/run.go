@@ -22,10 +22,26 @@ releasing it when COMMAND exits, whose exit code lease then exits with.
 COMMAND gets LEASE_NAME, LEASE_OWNER and LEASE_TOKEN in its environment.
 
 When another owner holds NAME, lease prints who and for how long, and exits
-with --conflict-exit-code (75) without running COMMAND. If the lease is lost
-while COMMAND runs, COMMAND's process group gets SIGTERM and, --grace later,
-SIGKILL, and lease exits 70. SIGINT, SIGTERM, SIGHUP and SIGQUIT are passed
-on to COMMAND; lease releases the lease when COMMAND has exited.`
+with --conflict-exit-code (75) without running COMMAND. If no renewal has
+succeeded by --grace before the lease's deadline (the store is down or
+slow), COMMAND's process group gets SIGTERM then, and SIGKILL 100ms before
+the deadline (half the grace if that is shorter), so that COMMAND is gone
+before the store can give the lease to anyone else; if a renewal finds the
+lease lost, SIGTERM comes at once and SIGKILL --grace later, or by the
+deadline if that is sooner. Either way lease exits 70. If lease itself dies,
+even by SIGKILL, COMMAND's process group is killed with it.
+
+COMMAND runs in a process group of its own. On a terminal it gets the
+foreground (Linux): it reads the terminal, Ctrl-C and Ctrl-Z reach it, and
+lease stops and continues with it. SIGINT, SIGTERM, SIGHUP, SIGQUIT and
+SIGCONT sent to lease are passed on to COMMAND; lease releases the lease
+when COMMAND has exited, or --min-hold after acquiring it if that is later:
+lease itself keeps running, and renewing, until then.
+
+lease opens the store and asks for the lease within --timeout if given,
+else within --ttl; a store that does not answer in time is one line and
+exit 1, and so is one that answers only after the lease's deadline: COMMAND
+is not started then.`
 
 // runFlags are lease run's options.
 type runFlags struct {
@@ -39,12 +55,14 @@ func (g *globals) run(ctx context.Context, args []string) (err error) {
 	fs := g.flags("run", runSynopsis)
 	var f runFlags
 	fs.DurationVar(&f.ttl, "ttl", 30*time.Second, "how long the lease lasts unless renewed: a crashed holder blocks NAME this long")
-	fs.DurationVar(&f.wait, "wait", 0, "wait up to this long for a busy lease instead of giving up at once")
-	fs.DurationVar(&f.minHold, "min-hold", 0, "hold the lease at least this long, even if COMMAND finishes sooner (for jobs that cron starts on several machines)")
-	fs.DurationVar(&f.renewEvery, "renew-every", 0, "renew the lease this often (default ttl/3)")
-	fs.DurationVar(&f.grace, "grace", 10*time.Second, "after the lease is lost, time between SIGTERM and SIGKILL")
+	fs.DurationVar(&f.wait, "wait", 0, "wait up to `D` for a busy lease instead of giving up at once")
+	fs.DurationVar(&f.minHold, "min-hold", 0, "hold the lease at least `D` after acquiring it, even if COMMAND exits sooner: lease keeps running (and renewing) until then (for jobs that cron starts on several machines)")
+	fs.DurationVar(&f.renewEvery, "renew-every", 0, "renew the lease every `D` (default a third of --ttl)")
+	fs.DurationVar(&f.grace, "grace", 0, "time COMMAND gets between SIGTERM and SIGKILL when the lease cannot be kept; it comes out of the lease: SIGTERM at the deadline minus `D` (default 10s, or a third of --ttl if less)")
 	fs.StringVar(&f.owner, "owner", "", "owner identity to acquire as (default a fresh host:pid:random one)")
 	fs.IntVar(&f.conflictCode, "conflict-exit-code", exitBusyDflt, "exit code when another owner holds NAME")
+	fs.DurationVar(&g.timeout, "timeout", g.timeout, "give up on a store that does not answer within `D` while opening it (default --ttl; each acquire waits at most until the deadline it would grant); 0 waits as long as it takes")
+	fs.Lookup("timeout").DefValue = "" // the ttl, unless given
 	if err := fs.Parse(args); err != nil {
 		return parseError(err)
 	}
@@ -61,7 +79,7 @@ func (g *globals) run(ctx context.Context, args []string) (err error) {
 	if len(argv) == 0 {
 		return usageErrorf("run needs a COMMAND after NAME: lease run [flags] %s -- COMMAND [ARGS...]", name)
 	}
-	if err := f.check(name); err != nil {
+	if err := f.check(name, g.given); err != nil {
 		return err
 	}
 	var opts []lease.RunOption
@@ -78,6 +96,11 @@ func (g *globals) run(ctx context.Context, args []string) (err error) {
 		opts = append(opts, lease.WithMinHold(f.minHold))
 	}
 
+	// Without --timeout, the store gets one ttl to open: lease.Run gives
+	// each Acquire as long.
+	if g.given["timeout"] == "" {
+		g.limit, g.limitBy = f.ttl, "the --ttl; set --timeout to change"
+	}
 	l, err := g.open(ctx)
 	if err != nil {
 		return err
@@ -92,7 +115,11 @@ func (g *globals) run(ctx context.Context, args []string) (err error) {
 
 	if f.wait > 0 {
 		// Say why nothing happens yet: a person may be watching.
-		if cur, err := l.Inspect(runCtx, name); err == nil {
+		limit, by := g.openLimit()
+		ictx, icancel := g.bound(runCtx, limit, by)
+		cur, err := bounded(ictx, func(ctx context.Context) (lease.Lease, error) { return l.Inspect(ctx, name) }, nil)
+		icancel()
+		if err == nil {
 			fmt.Fprintf(g.stderr, "lease: %s is held by %s for another %s; waiting up to %s\n",
 				quoteName(name), cur.Owner, roundDuration(remaining(cur, time.Now())), f.wait)
 		}
@@ -102,8 +129,18 @@ func (g *globals) run(ctx context.Context, args []string) (err error) {
 	return c.outcome(name, rerr)
 }
 
-// check validates the flags, before anything touches the store.
-func (f *runFlags) check(name string) error {
+// openLimit is how long lease waits for the store to open: --timeout, or
+// the limit lease run set.
+func (g *globals) openLimit() (time.Duration, string) {
+	if g.limitBy != "" {
+		return g.limit, g.limitBy
+	}
+	return g.timeout, "--timeout"
+}
+
+// check validates the flags, before anything touches the store, and
+// fills in the default grace.
+func (f *runFlags) check(name string, given map[string]string) error {
 	if err := driver.CheckName(name); err != nil {
 		return usageErrorf("run: %v", err)
 	}
@@ -123,6 +160,26 @@ func (f *runFlags) check(name string) error {
 	case f.conflictCode < 0 || f.conflictCode > 255:
 		return usageErrorf("run: --conflict-exit-code %d is not between 0 and 255", f.conflictCode)
 	}
+	// The grace comes out of the lease: SIGTERM at the Deadline minus the
+	// grace. That moment must come after the first renewal is due (and
+	// the Deadline comes DriftMargin before the ttl ends), or COMMAND
+	// would be stopped before lease even tried to renew.
+	every := f.renewEvery
+	if every == 0 {
+		every = f.ttl / 3
+	}
+	room := f.ttl - lease.DriftMargin(f.ttl) - every
+	if given["grace"] == "" {
+		f.grace = min(10*time.Second, f.ttl/3)
+		if f.grace >= room {
+			f.grace = max(room/2, 0)
+		}
+		return nil
+	}
+	if f.grace > 0 && f.grace >= room {
+		return usageErrorf("run: --grace %s does not fit in --ttl %s: SIGTERM comes at the lease's deadline minus the grace, which must be after the first renewal (due after %s); use a --grace under %s, or a longer --ttl",
+			f.grace, f.ttl, every, max(room, 0).Round(time.Millisecond))
+	}
 	return nil
 }
 
@@ -135,14 +192,21 @@ type child struct {
 
 	started bool // the command ran; code is its exit status
 	code    int
-	lost    bool // the lease was lost while it ran: it was stopped
+	lost    bool   // the command was stopped because the lease could not be kept
+	byGrace bool   // ... because no renewal succeeded by the Deadline minus the grace
+	why     string // what stopped it
 
+	notStarted   error // the lease's Deadline passed, or it was lost, before the command could start
 	startErr     error // the command could not be started
 	conflictCode int   // exit code for a busy lease
 }
 
+// errTooLate says the lease's Deadline had passed when the command was
+// about to start.
+var errTooLate = errors.New("the lease's deadline had passed before the command could start")
+
 // run is lease.Run's fn: it runs the command to its end, stopping it if
-// ctx ends because the lease was lost.
+// the lease cannot be kept.
 func (c *child) run(ctx context.Context) error {
 	held, _ := lease.FromContext(ctx)
 	cmd := exec.Command(c.argv[0], c.argv[1:]...)
@@ -154,35 +218,75 @@ func (c *child) run(ctx context.Context) error {
 		"LEASE_OWNER="+held.Owner,
 		"LEASE_TOKEN="+strconv.FormatUint(held.Token, 10),
 	)
-	newProcessGroup(cmd)
-	if err := c.fwd.start(cmd); err != nil {
+	grp, err := c.fwd.start(ctx, cmd)
+	var ns *notStartedError
+	switch {
+	case errors.As(err, &ns):
+		c.notStarted = ns.err
+		return err
+	case err != nil:
 		c.startErr = err
 		return err
 	}
 	c.started = true
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-
-	select {
-	case <-done:
-	case <-ctx.Done():
-		// Lost: stop the whole group, giving it the grace period to
-		// finish cleanly, and then kill whatever is left of it.
-		c.lost = true
-		signalGroup(cmd, terminate)
-		t := time.NewTimer(c.grace)
-		select {
-		case <-done:
-			t.Stop()
-			killGroup(cmd) // its children, if any are left
-		case <-t.C:
-			killGroup(cmd)
-			<-done
-		}
-	}
+	c.supervise(ctx, grp)
+	grp.finish()
 	c.fwd.stopped()
 	c.code = exitCode(cmd.ProcessState)
 	return nil
+}
+
+// killLead is how long before the Deadline SIGKILL comes, so that the
+// command is gone by then: 100ms, or half the grace if that is shorter.
+func (c *child) killLead() time.Duration { return min(c.grace/2, 100*time.Millisecond) }
+
+// supervise waits for the command to exit. When no renewal has succeeded
+// by the Deadline minus the grace, or the lease is lost, it stops the
+// command's group: SIGTERM, then SIGKILL.
+func (c *child) supervise(ctx context.Context, grp *group) {
+	for {
+		cur, _ := lease.FromContext(ctx)
+		t := time.NewTimer(time.Until(cur.Deadline.Add(-c.grace)))
+		select {
+		case <-grp.done:
+			t.Stop()
+			return
+		case <-ctx.Done():
+			t.Stop()
+			cur, _ = lease.FromContext(ctx)
+			c.why = context.Cause(ctx).Error()
+			killAt := time.Now().Add(c.grace)
+			if byDeadline := cur.Deadline.Add(-c.killLead()); byDeadline.Before(killAt) {
+				killAt = byDeadline
+			}
+			c.stop(grp, killAt)
+			return
+		case <-t.C:
+			if now, _ := lease.FromContext(ctx); now.Deadline.After(cur.Deadline) {
+				continue // renewed: wait for the next deadline
+			}
+			c.byGrace = true
+			c.stop(grp, cur.Deadline.Add(-c.killLead()))
+			return
+		}
+	}
+}
+
+// stop sends the command's group SIGTERM, and SIGKILL at killAt if the
+// command has not exited by then (and to what it leaves behind if it
+// has), and waits for the command.
+func (c *child) stop(grp *group, killAt time.Time) {
+	c.lost = true
+	grp.signal(terminate)
+	t := time.NewTimer(time.Until(killAt))
+	defer t.Stop()
+	select {
+	case <-grp.done:
+		grp.kill() // its children, if any are left
+	case <-t.C:
+		grp.kill()
+		<-grp.done
+	}
 }
 
 // outcome turns what lease.Run returned into lease's exit.
@@ -195,14 +299,22 @@ func (c *child) outcome(name string, err error) error {
 		return failf(signalExitCode(c.fwd.interrupted()), "interrupted before the command started (waiting for %s)", quoteName(name))
 	case errors.As(err, &he):
 		return failf(c.conflictCode, "%s is busy: held by %s for another %s", quoteName(name), he.Owner, roundDuration(he.Remaining))
+	case errors.Is(c.notStarted, errTooLate):
+		return failf(exitFailure, "the store answered too late: the lease %s reached its deadline before %s could start, so it was not run and the lease was released", quoteName(name), c.argv[0])
+	case c.notStarted != nil:
+		return failf(exitFailure, "the lease %s was lost before %s could start, so it was not run: %v", quoteName(name), c.argv[0], c.notStarted)
 	case c.startErr != nil && !errors.Is(err, lease.ErrLost):
 		code := 126 // as a shell says: found but cannot run
 		if errors.Is(c.startErr, exec.ErrNotFound) || errors.Is(c.startErr, os.ErrNotExist) {
 			code = 127
 		}
 		return failf(code, "cannot run %s: %v", c.argv[0], c.startErr)
-	case errors.Is(err, lease.ErrLost) && c.lost:
+	case c.byGrace:
+		return failf(exitLost, "could not renew the lease %s in time: no renewal had succeeded %s before its deadline, so the command was stopped (SIGTERM, then SIGKILL before the deadline)", quoteName(name), c.grace)
+	case c.lost && errors.Is(err, lease.ErrLost):
 		return failf(exitLost, "lost the lease %s while the command ran, so it was stopped: %v", quoteName(name), err)
+	case c.lost:
+		return failf(exitLost, "lost the lease %s while the command ran, so it was stopped: %s", quoteName(name), c.why)
 	case errors.Is(err, lease.ErrLost):
 		return failf(exitLost, "lost the lease %s before the command finished (exit status %d); another holder may have run at the same time: %v", quoteName(name), c.code, err)
 	case err != nil && c.started:
@@ -216,12 +328,13 @@ func (c *child) outcome(name string, err error) error {
 }
 
 // forwarder passes the signals lease receives on to the command once it
-// runs; before that, a signal cancels the wait for the lease.
+// runs; before that, a signal (but SIGCONT) cancels the wait for the
+// lease.
 type forwarder struct {
 	cancel context.CancelFunc
 
 	mu   sync.Mutex
-	cmd  *exec.Cmd // running command, nil before and after
+	grp  *group    // running command, nil before and after
 	sig  os.Signal // first signal received before the command started
 	done bool      // the command has exited
 }
@@ -255,26 +368,42 @@ func (f *forwarder) deliver(sig os.Signal) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	switch {
-	case f.cmd != nil:
-		signalGroup(f.cmd, sig)
+	case f.grp != nil:
+		f.grp.signal(sig)
+	case isContinue(sig):
 	case !f.done && f.sig == nil:
 		f.sig = sig
 		f.cancel()
 	}
 }
 
-// start starts cmd unless a signal came first.
-func (f *forwarder) start(cmd *exec.Cmd) error {
+// notStartedError is why start did not start the command although it could
+// have: the lease could no longer be trusted.
+type notStartedError struct{ err error }
+
+func (e *notStartedError) Error() string { return e.err.Error() }
+
+// start starts cmd, unless a signal came first or the lease (held in ctx)
+// is past its Deadline or lost: checked last thing before the start.
+func (f *forwarder) start(ctx context.Context, cmd *exec.Cmd) (*group, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.sig != nil {
-		return fmt.Errorf("interrupted by %v before the command started", f.sig)
+		return nil, fmt.Errorf("interrupted by %v before the command started", f.sig)
 	}
-	if err := cmd.Start(); err != nil {
-		return err
+	held, _ := lease.FromContext(ctx)
+	if !time.Now().Before(held.Deadline) {
+		return nil, &notStartedError{errTooLate}
 	}
-	f.cmd = cmd
-	return nil
+	if ctx.Err() != nil {
+		return nil, &notStartedError{context.Cause(ctx)}
+	}
+	grp, err := startGroup(cmd)
+	if err != nil {
+		return nil, err
+	}
+	f.grp = grp
+	return grp, nil
 }
 
 // stopped records that the command has exited: signals are no longer
@@ -282,7 +411,7 @@ func (f *forwarder) start(cmd *exec.Cmd) error {
 func (f *forwarder) stopped() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.cmd = nil
+	f.grp = nil
 	f.done = true
 }
 

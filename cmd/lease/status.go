@@ -68,10 +68,10 @@ func (g *globals) status(ctx context.Context, args []string) (err error) {
 	}
 	defer closeLocker(l, &err)
 
-	got, err := l.Inspect(ctx, name)
+	got, err := bounded(ctx, func(ctx context.Context) (lease.Lease, error) { return l.Inspect(ctx, name) }, nil)
 	held := err == nil
 	if err != nil && !errors.Is(err, lease.ErrNotHeld) {
-		return err
+		return g.storeError(ctx, err)
 	}
 	now := time.Now()
 	if *asJSON {

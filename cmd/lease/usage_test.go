@@ -16,6 +16,9 @@ func TestUsageErrors(t *testing.T) {
 		{"run", "--ttl", "-1s", "name", "--", "true"},
 		{"run", "--renew-every", "1m", "--ttl", "30s", "name", "--", "true"},
 		{"run", "--conflict-exit-code", "300", "name", "--", "true"},
+		{"run", "--ttl", "30x", "name", "--", "true"},
+		{"run", "--ttl", "10s", "--grace", "10s", "name", "--", "true"},
+		{"run", "--ttl", "30s", "--renew-every", "15s", "--grace", "15s", "name", "--", "true"},
 		{"status"},
 		{"release", "name"},
 		{"list", "a", "b"},
@@ -29,6 +32,11 @@ func TestUsageErrors(t *testing.T) {
 		if res.code != exitUsage || len(lines) != 1 || !strings.HasPrefix(lines[0], "lease: ") {
 			t.Errorf("lease %s: want exit 2 and one line \"lease: ...\" on stderr\n%s", strings.Join(args, " "), res)
 		}
+	}
+	// A grace that does not fit in the lease names both values.
+	res := runLease(t, nil, "run", "--ttl", "10s", "--grace", "8s", "name", "--", "true")
+	if res.code != exitUsage || !oneLineWith(res.stderr, "--grace 8s", "--ttl 10s") {
+		t.Errorf("lease run --ttl 10s --grace 8s: want exit 2 and one line naming both\n%s", res)
 	}
 }
 
