@@ -45,6 +45,10 @@ type Candidate struct {
 	leadCtx context.Context // that work's context
 }
 
+// campaignKey marks the contexts of a campaign, so that Resign can tell
+// when the Work calls it.
+type campaignKey struct{}
+
 // campaign is one Run or Lead call, as Resign sees it.
 type campaign struct {
 	cancel  context.CancelCauseFunc
@@ -114,10 +118,10 @@ func (c *Candidate) Office() string { return c.office }
 //     error if the store failed then (the lease expires on its own), and
 //     fn's error unless it merely reports the cancellation (an error
 //     matching context.Canceled, context.DeadlineExceeded or ErrResigned);
-//   - fn's error, nil included, when fn returned on its own during an
-//     intact term, joined with the release's trouble: the work is done, so
-//     the candidacy is over (a service's fn returns only when its context
-//     ends);
+//   - fn's error, nil included, when fn returned on its own, before
+//     leadership was lost, joined with the release's trouble: the work is
+//     done, so the candidacy is over (a service's fn returns only when its
+//     context ends);
 //   - an error matching lease.ErrInvalid, lease.ErrClosed or
 //     errors.ErrUnsupported (WithFairQueue on a store without a queue)
 //     when campaigning cannot work.
@@ -156,6 +160,13 @@ func (c *Candidate) Lead(ctx context.Context, fn Work) error {
 // Resign waits until that call has returned, or until ctx ends, and
 // returns the handoff's trouble as Run does (nil when it went well, and
 // when no call was in progress). A later Run or Lead campaigns again.
+//
+// Called with the Work's context (or one derived from it), Resign only
+// cancels the campaign and returns nil at once, since waiting there would
+// wait for itself; the handoff completes when the Work returns. Called
+// from the Work or a callback with another context, it would wait
+// forever: a Work that wants to step down returns instead, or resigns
+// with its own context.
 func (c *Candidate) Resign(ctx context.Context) error {
 	c.mu.Lock()
 	cp := c.active
@@ -164,6 +175,9 @@ func (c *Candidate) Resign(ctx context.Context) error {
 		return nil
 	}
 	cp.cancel(ErrResigned)
+	if ctx.Value(campaignKey{}) == cp {
+		return nil // from the Work itself
+	}
 	select {
 	case <-cp.done:
 		return cp.handoff
@@ -203,6 +217,7 @@ func (c *Candidate) campaign(ctx context.Context, fn Work, once bool) (err error
 	cctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	cp := &campaign{cancel: cancel, done: make(chan struct{})}
+	cctx = context.WithValue(cctx, campaignKey{}, cp)
 	c.mu.Lock()
 	if c.active != nil {
 		c.mu.Unlock()

@@ -480,3 +480,23 @@ func TestFairQueueOrder(t *testing.T) {
 		}
 	})
 }
+
+// A Work that resigns with its own context does not wait for itself: the
+// term ends when it returns, and Run returns nil.
+func TestResignFromTheWork(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCandidate(t, memory.New(), "office")
+		var cause error
+		err := c.Run(t.Context(), func(ctx context.Context, _ election.Term) error {
+			if err := c.Resign(ctx); err != nil {
+				return err
+			}
+			<-ctx.Done()
+			cause = context.Cause(ctx)
+			return ctx.Err()
+		})
+		if err != nil || !errors.Is(cause, election.ErrResigned) {
+			t.Errorf("Run: %v, the work's cause %v; want nil and ErrResigned", err, cause)
+		}
+	})
+}

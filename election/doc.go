@@ -47,7 +47,8 @@
 // leader never overlaps it, however long that takes; a Work that ignores
 // its context keeps the office as long as its process lives (bound the
 // wait with Resign's context, and exit: the lease then expires within a
-// ttl). The next candidate learns of the release from the store where it
+// ttl). A Work that decides to step down returns, or calls Resign with
+// its own context. The next candidate learns of the release from the store where it
 // can notify (a lease.Waiter), so a voluntary handoff takes about one
 // round trip plus that wake-up, not a ttl; where the store is polled, the
 // wake-up is lease.Run's jittered backoff (at most a second, and never

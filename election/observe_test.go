@@ -234,7 +234,6 @@ func TestObserveNeverGoesBack(t *testing.T) {
 func TestObserveBacksOff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := &scripted{steps: []step{{token: 5, expires: -time.Second}}}
-		start := time.Now()
 		for range election.Observe(t.Context(), s, "office") {
 			time.Sleep(3 * time.Second)
 			break
@@ -249,7 +248,7 @@ func TestObserveBacksOff(t *testing.T) {
 		s.mu.Unlock()
 		ctx, stop := context.WithTimeout(t.Context(), 2*time.Second)
 		defer stop()
-		start = time.Now()
+		start := time.Now()
 		for range election.Observe(ctx, s, "office") {
 		}
 		var gaps []string

@@ -138,7 +138,7 @@ func termsIncrease(ctx context.Context, t *testing.T, s *suite) {
 func resignHandsOff(ctx context.Context, t *testing.T, s *suite) {
 	handoff(ctx, t, s, "resign", func(ctx context.Context, c *election.Candidate, r *running) error {
 		if err := c.Resign(ctx); err != nil {
-			return fmt.Errorf("Resign: %w", err)
+			return fmt.Errorf("resign: %w", err)
 		}
 		return r.wait(ctx, t, "the resigned Run")
 	}, election.ErrResigned)

@@ -7,7 +7,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/leasekit/lease"
 	"github.com/leasekit/lease/election"
@@ -198,23 +197,6 @@ func noError(t testing.TB, what string, err error) {
 	if err != nil {
 		t.Errorf("%s: %v", what, err)
 	}
-}
-
-// waitUntil polls cond every few milliseconds until it holds or d passes,
-// and reports whether it held.
-func waitUntil(ctx context.Context, d time.Duration, cond func() bool) bool {
-	ctx, cancel := context.WithTimeout(ctx, d)
-	defer cancel()
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			return cond()
-		case <-tick.C:
-		}
-	}
-	return true
 }
 
 // isCancellation reports whether err is nil or only reports a cancelled
