@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasekit/lease"
 	"github.com/leasekit/lease/election"
 	"github.com/leasekit/lease/election/electiontest"
 )
@@ -32,9 +33,11 @@ const measureEnv = "LEASE_ELECTION_MEASURE"
 //   - voluntary: node-a resigns. "gap" is from the end of node-a's work
 //     to the start of node-b's (release round trip plus node-b's
 //     wake-up); "resign" from the Resign call to node-b's start.
-//   - crash: node-a's Locker is closed without releasing. "gap" is from
+//   - crash: node-a's Locker is closed without releasing. "close" is from
 //     the close to the start of node-b's work (the rest of the ttl plus
-//     the expiry lag plus node-b's wake-up).
+//     the expiry lag plus node-b's wake-up); "Deadline" from node-a's
+//     Deadline, when its work stopped, to the start of node-b's work (the
+//     drift margin, the expiry lag and the wake-up).
 func TestMeasureHandoff(t *testing.T) {
 	if os.Getenv(measureEnv) != "1" {
 		t.Skipf("a measurement: set %s=1 to run it", measureEnv)
@@ -67,21 +70,22 @@ func TestMeasureHandoff(t *testing.T) {
 	}
 	var table []string
 	table = append(table, fmt.Sprintf("load average at the start: %s", load()))
-	table = append(table, fmt.Sprintf("%-9s %-34s %-34s %-34s", "store", "voluntary gap p50 / max", "Resign to next start p50 / max", "crash: close to next start p50 / max"))
+	table = append(table, "p50 / max of: voluntary: the old work's end, and Resign, to the new work's start; crash: the close, and the dead leader's Deadline, to the new work's start")
+	table = append(table, fmt.Sprintf("%-9s %-22s %-22s %-22s %-22s", "store", "voluntary: gap", "from Resign", "crash: from close", "from Deadline"))
 	for _, st := range stores {
 		t.Run(st.name, func(t *testing.T) {
 			h := st.h(t)
-			var gaps, resigns, crashGaps []time.Duration
+			var gaps, resigns, crashGaps, pastDeadline []time.Duration
 			for i := range rounds + crashes {
 				crash := i >= rounds
 				g, r := handoffRound(t, h, fmt.Sprintf("measure/%s/%d", st.name, i), ttl, settle, crash)
 				if crash {
-					crashGaps = append(crashGaps, g)
+					crashGaps, pastDeadline = append(crashGaps, g), append(pastDeadline, r)
 				} else {
 					gaps, resigns = append(gaps, g), append(resigns, r)
 				}
 			}
-			row := fmt.Sprintf("%-9s %-34s %-34s %-34s", st.name, stats(gaps), stats(resigns), stats(crashGaps))
+			row := fmt.Sprintf("%-9s %-22s %-22s %-22s %-22s", st.name, stats(gaps), stats(resigns), stats(crashGaps), stats(pastDeadline))
 			t.Log(row)
 			table = append(table, row)
 		})
@@ -90,8 +94,9 @@ func TestMeasureHandoff(t *testing.T) {
 	fmt.Println(strings.Join(table, "\n"))
 }
 
-// handoffRound runs one handoff and returns its gap and, for a voluntary
-// one, the time from Resign to the next leader's start.
+// handoffRound runs one handoff and returns, for a voluntary one, the gap
+// and the time from Resign to the next leader's start, for a crash the
+// time from the close and from the dead leader's Deadline.
 func handoffRound(t *testing.T, h electiontest.Harness, office string, ttl, settle time.Duration, crash bool) (gap, resign time.Duration) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
@@ -107,15 +112,16 @@ func handoffRound(t *testing.T, h electiontest.Harness, office string, ttl, sett
 		t.Fatal(err)
 	}
 	var mu sync.Mutex
-	var aEnd, bStart time.Time
+	var aEnd, aDeadline, bStart time.Time
 	aLeads, bLeads := make(chan struct{}), make(chan struct{})
 	aDone, bDone := make(chan error, 1), make(chan error, 1)
 	go func() {
 		aDone <- a.Run(ctx, func(ctx context.Context, _ election.Term) error {
 			close(aLeads)
 			<-ctx.Done()
+			held, _ := lease.FromContext(ctx)
 			mu.Lock()
-			aEnd = time.Now()
+			aEnd, aDeadline = time.Now(), held.Deadline
 			mu.Unlock()
 			return nil
 		})
@@ -157,7 +163,7 @@ func handoffRound(t *testing.T, h electiontest.Harness, office string, ttl, sett
 	mu.Lock()
 	defer mu.Unlock()
 	if crash {
-		return bStart.Sub(from), 0
+		return bStart.Sub(from), bStart.Sub(aDeadline)
 	}
 	return bStart.Sub(aEnd), bStart.Sub(from)
 }

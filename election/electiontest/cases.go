@@ -312,7 +312,7 @@ func observerSequence(ctx context.Context, t *testing.T, s *suite) {
 	_ = rb.wait(ctx, t, "b's Run")
 
 	c, _ := s.candidate(t, office, "c")
-	rc := run(ctx, t, c, true, g.work(s.h.TTL/2, 0))
+	rc := run(ctx, t, c, true, g.work(s.h.TTL+election.DefaultPollInterval, 0)) // long enough for a backed-off observer to see it
 	next("c leading", leader("c"))
 	next("the office vacant after c's work returned", vacant)
 	noError(t, "c's Lead", rc.wait(ctx, t, "c's Lead"))
