@@ -29,12 +29,13 @@ import (
 // A store under test: how its harness opens Lockers, and the URL that
 // candidate processes open.
 
-// storeTTL is the candidates' ttl on the stores with millisecond
-// expiry: long enough that a renewal every third of it lands on a loaded
-// 2-CPU machine under -race (a statement can queue for tens of
-// milliseconds on SQLite's busy handler or behind other transactions),
-// short enough that the crash cases wait half a second.
-const storeTTL = 500 * time.Millisecond
+// storeTTL is the candidates' ttl on every store: long enough that a
+// renewal every third of it lands on a loaded 2-CPU machine under -race
+// (with 500ms, miniredis, served from this busy test process while three
+// candidate processes started, let renewals miss their Deadline at a load
+// average of 15), short enough that the crash cases wait a second. etcd's
+// shortest lease is a second too.
+const storeTTL = time.Second
 
 // etcdExpiryLag is how long after its ttl an etcd lease may still hold its
 // key: the lessor looks for expired leases every 500ms and revokes them
@@ -73,9 +74,22 @@ func memoryHarness(t testing.TB) electiontest.Harness {
 }
 
 // sqliteHarness: a SQLite file in t's temp dir, each Locker its own pool.
+// The file is made (in WAL mode, with its table) before the suite opens it
+// from many goroutines and processes at once: concurrent first opens of a
+// new file can fail with SQLITE_BUSY despite busy_timeout (1 of 320 opens
+// by 16 goroutines under -race; none once the file exists), a limit of
+// backend/sql/sqlite's Open that the suite is not about.
 func sqliteHarness(t testing.TB) electiontest.Harness {
 	u := (&url.URL{Scheme: "sqlite", Path: filepath.ToSlash(filepath.Join(t.TempDir(), "election.db"))}).String()
-	return electiontest.Harness{New: openURL(u), TTL: storeTTL, URL: u}
+	first := openURL(u)(t)
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Every write to the file, a standby's busy Acquire included, takes
+	// its one write lock, and SQLite's busy handler sleeps up to 100ms
+	// between tries: a renewal queued behind four candidates and three
+	// processes missed a 1s ttl's Deadline at a load average of 15.
+	return electiontest.Harness{New: openURL(u), TTL: 2 * storeTTL, URL: u}
 }
 
 // postgresHarness: LEASE_TEST_POSTGRES (skipped, or failed in CI, when
@@ -125,7 +139,7 @@ func etcdHarness(t testing.TB) electiontest.Harness {
 	prefix := random("electiontest/") + "/"
 	deleteEtcdPrefix(t, eps, prefix)
 	u := "etcd://" + strings.Join(eps, ",") + "?prefix=" + url.QueryEscape(prefix)
-	return electiontest.Harness{New: openURL(u), TTL: time.Second, ExpiryLag: etcdExpiryLag, URL: u}
+	return electiontest.Harness{New: openURL(u), TTL: storeTTL, ExpiryLag: etcdExpiryLag, URL: u}
 }
 
 // withQuery adds key=value to the URL raw.

@@ -18,6 +18,8 @@ import (
 // oneLeaderAtATime: four candidates, each on its own Locker, take turns
 // leading short terms (Lead in a loop, standing aside for half a ttl after
 // each term); the fence sees no overlap and the terms strictly increase.
+// A term lost because a renewal did not land in time (a slow store on a
+// loaded machine) is logged: it breaks no promise, the fence judges it.
 func oneLeaderAtATime(ctx context.Context, t *testing.T, s *suite) {
 	office := s.office("contention")
 	g := newLedger(office)
@@ -40,7 +42,11 @@ func oneLeaderAtATime(ctx context.Context, t *testing.T, s *suite) {
 					}
 					return err
 				})
-				if err != nil && !(cctx.Err() != nil && isCancellation(err)) {
+				switch {
+				case err == nil, cctx.Err() != nil && isCancellation(err):
+				case errors.Is(err, lease.ErrLost):
+					t.Logf("%s: a term was lost: %v", c.ID(), err)
+				default:
 					t.Errorf("%s: Lead: %v", c.ID(), err)
 					return
 				}
