@@ -1,0 +1,20 @@
+package election_test
+
+import (
+	"testing"
+
+	"github.com/leasekit/lease/election/electiontest"
+)
+
+// The suite on every store of this module. The servers' tests skip when
+// their variable is unset, and fail in CI (LEASE_TEST_REQUIRE_ALL=1);
+// Redis runs on miniredis and etcd on an embedded server when theirs is
+// unset.
+
+func TestSuiteMemory(t *testing.T)    { electiontest.Run(t, memoryHarness(t)) }
+func TestSuiteSQLite(t *testing.T)    { electiontest.Run(t, sqliteHarness(t)) }
+func TestSuitePostgres(t *testing.T)  { electiontest.Run(t, postgresHarness(t)) }
+func TestSuiteMySQL(t *testing.T)     { electiontest.Run(t, mysqlHarness(t)) }
+func TestSuiteMiniredis(t *testing.T) { electiontest.Run(t, miniredisHarness(t)) }
+func TestSuiteRedis(t *testing.T)     { electiontest.Run(t, redisHarness(t)) }
+func TestSuiteEtcd(t *testing.T)      { electiontest.Run(t, etcdHarness(t)) }
