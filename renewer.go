@@ -34,6 +34,7 @@ var (
 
 // renewJob is one Run's renewals.
 type renewJob struct {
+	ctx     context.Context // fn's context: once it ends, renew no more
 	h       *holding
 	ttl     time.Duration
 	every   time.Duration
@@ -170,7 +171,7 @@ func (r *renewer) due(now time.Time) ([]*renewJob, time.Duration) {
 	var due []*renewJob
 	wait := time.Hour
 	for j := range r.jobs {
-		if j.inflight || j.over {
+		if j.inflight || j.over || j.ctx.Err() != nil {
 			continue
 		}
 		// When one renewal falls due, take along those due within an

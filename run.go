@@ -150,6 +150,10 @@ func NewContext(ctx context.Context, l Lease) context.Context {
 //     and is cancelled, with a context.Cause matching ErrLost, as soon as a
 //     renewal reports the lease lost or the lease's Deadline passes without
 //     a successful renewal. fn must stop acting as the holder then.
+//   - Once fn's context ends (ctx cancelled, the lease lost, the Deadline
+//     passed), renewals stop: fn has until the Deadline to wind down, and
+//     a fn that ignores its context past the Deadline no longer holds the
+//     lease (another holder may then run).
 //   - When fn returns, or panics, Run releases the lease, owner-fenced (and
 //     re-panics). WithMinHold keeps it a while longer first.
 //
@@ -221,6 +225,7 @@ func Run(ctx context.Context, l Locker, name string, ttl time.Duration, fn func(
 	stopRenewing := func() {}
 	if cfg.renewEvery > 0 {
 		stopRenewing = startRenewing(l, &renewJob{
+			ctx:   fnCtx,
 			h:     h,
 			ttl:   ttl,
 			every: cfg.renewEvery,

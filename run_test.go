@@ -473,3 +473,29 @@ func TestRunFairWaitNeedsAQueue(t *testing.T) {
 		t.Fatalf("Run = %v, want errors.ErrUnsupported", err)
 	}
 }
+
+func TestRunStopsRenewingOnceFnsContextEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := memory.New()
+		ctx, cancel := context.WithCancel(context.Background())
+		var took time.Time
+		err := lease.Run(ctx, l, "job", time.Second, func(fnCtx context.Context) error {
+			held, _ := lease.FromContext(fnCtx)
+			cancel() // the caller wants fn to stop; fn takes its time
+			time.Sleep(3 * time.Second)
+			if _, err := l.Acquire(context.Background(), "job", "next", time.Minute); err == nil {
+				took = time.Now()
+			}
+			if !took.After(held.Deadline) {
+				t.Errorf("another owner took the lease at %v, the holder's Deadline was %v", took, held.Deadline)
+			}
+			return nil
+		})
+		if took.IsZero() {
+			t.Fatal("the lease was still renewed after fn's context ended")
+		}
+		if !errors.Is(err, lease.ErrLost) {
+			t.Fatalf("Run = %v, want ErrLost: fn outlived its lease", err)
+		}
+	})
+}

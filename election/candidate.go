@@ -126,10 +126,10 @@ func (c *Candidate) Office() string { return c.office }
 //     errors.ErrUnsupported (WithFairQueue on a store without a queue)
 //     when campaigning cannot work.
 //
-// fn must return when its context is cancelled: the lease is renewed
-// until it does, so a fn that ignores its context holds the office for as
-// long as its process lives. Run and Lead run on the calling goroutine and
-// start none that outlives them.
+// fn must return when its context is cancelled, before the term's
+// Deadline: renewals stop when its context ends, so a fn that ignores it
+// holds the office only until then. Run and Lead run on the calling
+// goroutine and start none that outlives them.
 func (c *Candidate) Run(ctx context.Context, fn Work) error {
 	return c.campaign(ctx, fn, false)
 }

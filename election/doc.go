@@ -43,13 +43,13 @@
 // A term ends gracefully in one order: the Work's context is cancelled,
 // the Work returns, the lease is released, and only then can the next
 // candidate be elected; OnStoppedLeading's function runs after the
-// release. The lease is renewed while the Work winds down, so the next
-// leader never overlaps it, however long that takes; a Work that ignores
-// its context keeps the office as long as its process lives (bound the
-// wait with Resign's context, and exit: the lease then expires within a
-// ttl). A Work that decides to step down returns, or calls Resign with
-// its own context. The next candidate learns of the release from the store where it
-// can notify (a lease.Waiter), so a voluntary handoff takes about one
+// release. Renewals stop when the Work's context ends, so the Work has
+// until its term's Deadline to wind down: it then holds the office no
+// longer, whether or not it has returned (a Work that ignores its context
+// past the Deadline may overlap the next leader, which is what the
+// fencing token Term.Number is for). A Work that decides to step down
+// returns, or calls Resign with its own context. The next candidate
+// learns of the release from the store where it can notify (a lease.Waiter), so a voluntary handoff takes about one
 // round trip plus that wake-up, not a ttl; where the store is polled, the
 // wake-up is lease.Run's jittered backoff (at most a second, and never
 // past the old term's expiry). A leader that dies is replaced once its

@@ -306,6 +306,9 @@ func observerSequence(ctx context.Context, t *testing.T, s *suite) {
 	if ta.Metadata != "a-meta" {
 		t.Errorf("the observer reported a's term with metadata %q; want %q", ta.Metadata, "a-meta")
 	}
+	// The store shows a as leader as soon as it is elected; its work starts
+	// a moment later. Resign once it has, so that the term is led.
+	g.waitBegun(t, "a")
 	noError(t, "a resigns", a.Resign(ctx))
 	noError(t, "a's Run", ra.wait(ctx, t, "a's Run"))
 	next("the office vacant after a resigned", vacant)
@@ -313,6 +316,7 @@ func observerSequence(ctx context.Context, t *testing.T, s *suite) {
 	b, lb := s.candidate(t, office, "b")
 	rb := run(ctx, t, b, false, g.work(0, 0))
 	next("b leading", leader("b"))
+	g.waitBegun(t, "b")
 	_ = lb.Close()
 	next("the office vacant after b crashed", vacant)
 	_ = rb.wait(ctx, t, "b's Run")
@@ -345,7 +349,7 @@ func observerSequence(ctx context.Context, t *testing.T, s *suite) {
 	}
 	spans := g.check(t)
 	if len(spans) != 3 {
-		t.Errorf("%d terms were led; want 3", len(spans))
+		t.Errorf("%d terms were led; want 3: %+v", len(spans), spans)
 	}
 	t.Logf("the observer reported %v", all)
 }

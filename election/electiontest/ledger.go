@@ -201,3 +201,20 @@ func handoffs(spans []span) string {
 	}
 	return b.String()
 }
+
+// waitBegun waits until a work of leader has begun, for at most 30s.
+func (g *ledger) waitBegun(t testing.TB, leader string) {
+	t.Helper()
+	limit := time.Now().Add(30 * time.Second)
+	for {
+		for _, s := range g.snapshot() {
+			if s.leader == leader {
+				return
+			}
+		}
+		if time.Now().After(limit) {
+			t.Fatalf("the work of %s did not begin within 30s of its election", leader)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
