@@ -60,7 +60,7 @@ func RequireBinary(t testing.TB, name, debianPackage string) string {
 	t.Helper()
 	path, err := exec.LookPath(name)
 	if err != nil {
-		Unavailable(t, "%s is not installed: install the Debian package %s (apt-get install -y %s), as .ci/run does, to run this test", name, debianPackage, debianPackage)
+		Unavailable(t, "%s is not installed: install the Debian package %s (apt-get install -y %s) to run this test", name, debianPackage, debianPackage)
 		return ""
 	}
 	return path

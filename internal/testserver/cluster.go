@@ -9,9 +9,9 @@ import (
 	"time"
 )
 
-// ClusterOptions configures StartRedisCluster. A nil *ClusterOptions
+// RedisClusterOptions configures StartRedisCluster. A nil *RedisClusterOptions
 // means the defaults.
-type ClusterOptions struct {
+type RedisClusterOptions struct {
 	// Masters is how many masters share the 16384 slots: 3 (the
 	// default) or more.
 	Masters int
@@ -42,9 +42,9 @@ type RedisCluster struct {
 //
 // It skips the test (fails it under LEASE_TEST_REQUIRE_ALL=1) when
 // redis-server is not installed (Debian package redis-server).
-func StartRedisCluster(t testing.TB, opts *ClusterOptions) *RedisCluster {
+func StartRedisCluster(t testing.TB, opts *RedisClusterOptions) *RedisCluster {
 	t.Helper()
-	o := ClusterOptions{Masters: 3, NodeTimeout: 1500 * time.Millisecond}
+	o := RedisClusterOptions{Masters: 3, NodeTimeout: 1500 * time.Millisecond}
 	if opts != nil {
 		o.Persist, o.ReplicasPerMaster = opts.Persist, max(opts.ReplicasPerMaster, 0)
 		if opts.Masters > 0 {

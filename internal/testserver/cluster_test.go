@@ -14,7 +14,7 @@ import (
 // replica, and killing a master makes its replica take over.
 func TestRedisCluster(t *testing.T) {
 	start := time.Now()
-	c := testserver.StartRedisCluster(t, &testserver.ClusterOptions{ReplicasPerMaster: 1})
+	c := testserver.StartRedisCluster(t, &testserver.RedisClusterOptions{ReplicasPerMaster: 1})
 	t.Logf("3 masters + 3 replicas ready in %s", time.Since(start))
 	if len(c.Nodes()) != 6 || len(c.Addrs()) != 6 {
 		t.Fatalf("%d nodes, want 6", len(c.Nodes()))

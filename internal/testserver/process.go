@@ -169,9 +169,17 @@ func (p *Process) Resume() {
 
 // start runs the server and waits until it is ready.
 func (p *Process) start() error {
+	if err := p.begin(); err != nil {
+		return err
+	}
+	return p.awaitReady()
+}
+
+// begin runs the server, if it is not running, without waiting for it.
+func (p *Process) begin() error {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	if p.runningLocked() {
-		p.mu.Unlock()
 		return nil
 	}
 	fmt.Fprintf(p.log, "\n==== testserver: starting %s: %s\n", p.name, strings.Join(p.argv, " "))
@@ -182,33 +190,38 @@ func (p *Process) start() error {
 	cmd.Stderr = p.log
 	cmd.SysProcAttr = sysProcAttr()
 	if err := spawn(cmd); err != nil {
-		p.mu.Unlock()
 		return fmt.Errorf("start %s: %w", p.name, err)
 	}
 	exited := make(chan struct{})
 	p.cmd, p.exited, p.waitErr, p.paused, p.leaderGone = cmd, exited, nil, false, false
 	go p.reap(cmd, exited)
-	p.mu.Unlock()
+	return nil
+}
 
+// awaitReady waits (up to ReadyTimeout) until the server answers; it kills
+// a server that does not.
+func (p *Process) awaitReady() error {
+	p.mu.Lock()
+	exited := p.exited
+	p.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), ReadyTimeout)
 	defer cancel()
-	var lastErr error
 	for {
 		attempt, cancelAttempt := context.WithTimeout(ctx, 2*time.Second)
-		lastErr = p.ready(attempt)
+		err := p.ready(attempt)
 		cancelAttempt()
-		if lastErr == nil {
+		if err == nil {
 			return nil
 		}
 		select {
 		case <-exited:
 			p.mu.Lock()
-			err := p.waitErr
+			werr := p.waitErr
 			p.mu.Unlock()
-			return fmt.Errorf("%s exited while starting (%v)%s", p.name, err, p.logSuffix())
+			return fmt.Errorf("%s exited while starting (%v)%s", p.name, werr, p.logSuffix())
 		case <-ctx.Done():
 			p.halt(sigKill, 0)
-			return fmt.Errorf("%s did not answer within %s: %v%s", p.name, ReadyTimeout, lastErr, p.logSuffix())
+			return fmt.Errorf("%s did not answer within %s: %v%s", p.name, ReadyTimeout, err, p.logSuffix())
 		case <-time.After(pollInterval):
 		}
 	}
@@ -302,15 +315,25 @@ func (p *Process) logSuffix() string {
 }
 
 // newProcess prepares a server process; the caller fills in what it needs
-// and calls launch.
+// and calls launch. A test that starts two servers of one kind gets
+// "redis" and "redis-2", each with its own log.
 func newProcess(t testing.TB, name, addr, dir string, argv ...string) (*Process, error) {
 	logDir := filepath.Join(testTempDir(t), "logs")
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(filepath.Join(logDir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("log file for %s: %w", name, err)
+	var f *os.File
+	base := name
+	for i := 2; ; i++ {
+		var err error
+		f, err = os.OpenFile(filepath.Join(logDir, name+".log"), os.O_CREATE|os.O_EXCL|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, os.ErrExist) || i > 1000 {
+			return nil, fmt.Errorf("log file for %s: %w", name, err)
+		}
+		name = fmt.Sprintf("%s-%d", base, i)
 	}
 	return &Process{
 		t:          t,
@@ -348,14 +371,18 @@ func testTempDir(t testing.TB) string {
 }
 
 // mkdir creates a fresh directory for a server's data under the test's
-// temporary directory.
+// temporary directory: name, or name-2, name-3... if taken.
 func mkdir(t testing.TB, name string) (string, error) {
-	d := filepath.Join(testTempDir(t), name)
-	if err := os.Mkdir(d, 0o700); err != nil {
-		if errors.Is(err, os.ErrExist) {
-			return os.MkdirTemp(testTempDir(t), name+"-")
+	base := name
+	for i := 2; ; i++ {
+		d := filepath.Join(testTempDir(t), name)
+		err := os.Mkdir(d, 0o700)
+		if err == nil {
+			return d, nil
 		}
-		return "", err
+		if !errors.Is(err, os.ErrExist) || i > 1000 {
+			return "", err
+		}
+		name = fmt.Sprintf("%s-%d", base, i)
 	}
-	return d, nil
 }

@@ -70,6 +70,11 @@ func TestRedis(t *testing.T) {
 	if r.Running() || !refused(r.Addr()) {
 		t.Fatalf("after Kill: running %v, connection refused %v", r.Running(), refused(r.Addr()))
 	}
+
+	r2 := testserver.StartRedis(t, nil) // a second one in the same test
+	if r2.Name() == r.Name() || r2.Dir() == r.Dir() || r2.Addr() == r.Addr() {
+		t.Errorf("two servers share a name, directory or address: %s %s %s, %s %s %s", r.Name(), r.Dir(), r.Addr(), r2.Name(), r2.Dir(), r2.Addr())
+	}
 }
 
 // TestRedisPersist: with Persist, data written before a Kill is there
