@@ -204,9 +204,7 @@ func TestCleanupNeverHoldsTheCall(t *testing.T) {
 	}
 
 	w.unstall()
-	if got := len(leasesOf(t, l)); got != 1 {
-		t.Fatalf("once etcd answers again, %d etcd leases exist; want 1 (the tenure of \"busy\")", got)
-	}
+	wantLeases(t, l, 1, "etcd answers again (the tenure of \"busy\" remains)")
 }
 
 // silentListener returns the address of a TCP listener that accepts

@@ -42,6 +42,20 @@ type store struct {
 	minTTL atomic.Int64
 	// revokes runs the revocations an operation leaves behind.
 	revokes revoker
+	// keeper sends keep-alives on the Locker's LeaseKeepAlive stream.
+	keeper *keeper
+	// pool holds etcd leases granted ahead of use.
+	pool *pool
+	// known remembers each tenure's etcd lease, and names held by others.
+	known *known
+	// reads coalesces the single-key reads of concurrent calls.
+	reads reader
+	// writes bounds the raft writes (grants and transactions that may
+	// write) the Locker's calls have under way at once.
+	writes chan struct{}
+	// life ends when the Locker closes.
+	life context.Context
+	end  context.CancelFunc
 }
 
 var (
@@ -73,19 +87,41 @@ func New(client *clientv3.Client, opts ...Option) (*Locker, error) {
 	return makeLocker(client, nil, o), nil
 }
 
+// maxWrites bounds the raft writes a Locker's calls have under way at
+// once. etcd refuses proposals ("etcdserver: too many requests") once
+// 5000 committed entries wait to be applied; ten thousand Acquires at once
+// would get there, a queue of them on the client does not.
+const maxWrites = 128
+
 func makeLocker(client *clientv3.Client, closeClient func() error, o options) *Locker {
-	s := &store{client: client, closeClient: closeClient, prefix: o.prefix}
+	life, end := context.WithCancel(context.Background())
+	s := &store{
+		client:      client,
+		closeClient: closeClient,
+		prefix:      o.prefix,
+		known:       newKnown(),
+		writes:      make(chan struct{}, maxWrites),
+		life:        life,
+		end:         end,
+	}
 	s.revokes.client = client
+	s.reads.s = s
+	s.keeper = newKeeper(client, life)
+	s.pool = newPool(s)
 	return &Locker{base: driver.NewLocker("etcd", s), s: s}
 }
 
 // Prefix returns the key prefix under which the Locker keeps its tenures.
 func (l *Locker) Prefix() string { return l.s.prefix }
 
-// Close implements driver.Store: it waits for the etcd lease revocations
-// that earlier calls left running (each bounded by cleanupTimeout) and,
-// for a Locker made by Open, closes the etcd client.
+// Close implements driver.Store: it closes the keep-alive stream, revokes
+// the pool's spare etcd leases, waits for the etcd lease revocations that
+// earlier calls left running (see revoker) and, for a Locker made by
+// Open, closes the etcd client.
 func (s *store) Close() error {
+	s.end()
+	s.keeper.close()
+	s.pool.close()
 	s.revokes.close()
 	if s.closeClient == nil {
 		return nil
@@ -106,11 +142,25 @@ func ttlSeconds(ttl time.Duration) int64 {
 	return int64(math.Ceil(ttl.Seconds()))
 }
 
-// grant asks etcd for a lease of ttl rounded up to whole seconds. The
-// granted TTL may be longer still: etcd raises it to its minimum, which
-// grant remembers.
-func (s *store) grant(ctx context.Context, ttl time.Duration) (*clientv3.LeaseGrantResponse, error) {
-	sec := ttlSeconds(ttl)
+// write waits (as long as ctx allows) for a turn to send a raft write,
+// and returns the function that ends the turn.
+func (s *store) write(ctx context.Context) (done func(), err error) {
+	select {
+	case s.writes <- struct{}{}:
+		return func() { <-s.writes }, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%w (waiting for one of the %d writes under way to finish)", ctx.Err(), maxWrites)
+	}
+}
+
+// grantSeconds asks etcd for a lease of sec seconds. The granted TTL may
+// be longer: etcd raises it to its minimum, which grantSeconds remembers.
+func (s *store) grantSeconds(ctx context.Context, sec int64) (*clientv3.LeaseGrantResponse, error) {
+	done, err := s.write(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
 	g, err := s.client.Grant(ctx, sec)
 	if err != nil {
 		return nil, err

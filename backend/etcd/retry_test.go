@@ -91,10 +91,7 @@ func TestAcquireRetryAfterLostReplyKeepsTheTenure(t *testing.T) {
 	if err := l.Release(ctx, got); err != nil {
 		t.Fatal(err)
 	}
-	leases := leasesOf(t, l)
-	if len(leases) != 0 {
-		t.Fatalf("after Release, %d etcd leases of the tenure remain", len(leases))
-	}
+	wantLeases(t, l, 0, "Release")
 }
 
 // TestRenewAfterLostReplyKeepsTheTenure: a Renew to another ttl, whose
@@ -108,7 +105,7 @@ func TestRenewAfterLostReplyKeepsTheTenure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.dropNth("Txn", 2) // the first reads the tenure, the second moves it
+	w.dropNext("Txn") // the transaction that moves it onto a lease of the new ttl
 	if _, err := l.Renew(ctx, held, 2*time.Minute); err == nil || errors.Is(err, lease.ErrLost) {
 		t.Fatalf("Renew whose reply was lost = %v; want a transport error", err)
 	}
