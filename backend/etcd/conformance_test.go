@@ -18,22 +18,27 @@ import (
 const expiryLag = 750 * time.Millisecond
 
 // TestConformance runs the contract's suite against the shared server:
-// the embedded one, or LEASE_TEST_ETCD's.
+// the embedded one, or LEASE_TEST_ETCD's. The suite's fault cases reach
+// it through a TCP proxy in front of its first endpoint (Addr), with
+// Lockers opened on the proxy's address (NewAt).
 func TestConformance(t *testing.T) {
 	ttl := shortestTTL(t, testEndpoints)
-	prefix := randomPrefix()
-	u := "etcd://" + strings.Join(testEndpoints, ",") + "?prefix=" + url.QueryEscape(prefix)
+	query := "?prefix=" + url.QueryEscape(randomPrefix())
+	open := func(t testing.TB, endpoints string) lease.Locker {
+		u := "etcd://" + endpoints + query
+		l, err := lease.Open(context.Background(), u)
+		if err != nil {
+			t.Fatalf("lease.Open(%q): %v", u, err)
+		}
+		return l
+	}
 	conformance.Run(t, conformance.Harness{
-		New: func(t testing.TB) lease.Locker {
-			l, err := lease.Open(context.Background(), u)
-			if err != nil {
-				t.Fatalf("lease.Open(%q): %v", u, err)
-			}
-			return l
-		},
+		New:         func(t testing.TB) lease.Locker { return open(t, strings.Join(testEndpoints, ",")) },
 		TTL:         ttl,
 		Granularity: time.Second,
 		ExpiryLag:   expiryLag,
+		Addr:        testEndpoints[0],
+		NewAt:       open,
 	})
 }
 

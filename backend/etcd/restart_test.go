@@ -1,0 +1,272 @@
+package etcdlease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/internal/testserver"
+)
+
+// These tests kill etcd members with SIGKILL, on private servers they
+// start (internal/testserver), never on the shared one. What they pin
+// down is etcd's lease semantics as the Locker exposes them:
+//
+//   - A tenure survives a restart of the cluster (or a change of leader):
+//     etcd keeps its leases on disk, and the member that becomes leader
+//     restarts every lease's TTL (lessor.Promote). So a tenure nobody
+//     renews ends about its TTL after the new leader took over, later
+//     than it would have: never earlier, so no one takes a name before the
+//     holder's Deadline.
+//   - While the cluster is down, every call fails as a store failure by
+//     its context's deadline, never as held, lost or not held; a holder
+//     that renews through the outage keeps its tenure and its token.
+//   - Tokens keep growing across a restart (revisions are on disk), and go
+//     back only when the data is wiped, as the package documentation says.
+
+// restartTTL is the ttl of the tenure lease.Run renews through a restart:
+// long enough that the Run's Deadline outlasts a slow restart on a loaded
+// machine (it renews every ttl/3, so its Deadline is at least 2/3 of it
+// after the kill).
+const restartTTL = 30 * time.Second
+
+// runHeld starts lease.Run of name on l and returns the lease fn holds,
+// a channel that makes fn return, and Run's result.
+func runHeld(t *testing.T, l lease.Locker, name string, ttl time.Duration) (lease.Lease, chan<- struct{}, <-chan error) {
+	t.Helper()
+	entered := make(chan lease.Lease, 1)
+	stop := make(chan struct{})
+	ran := make(chan error, 1)
+	go func() {
+		ran <- lease.Run(context.Background(), l, name, ttl, func(ctx context.Context) error {
+			held, _ := lease.FromContext(ctx)
+			entered <- held
+			select {
+			case <-stop:
+				return nil
+			case <-ctx.Done():
+				return fmt.Errorf("fn's context ended: %w", context.Cause(ctx))
+			}
+		})
+	}()
+	select {
+	case held := <-entered:
+		return held, stop, ran
+	case err := <-ran:
+		t.Fatalf("Run of %q: %v", name, err)
+	case <-time.After(20 * time.Second):
+		t.Fatalf("Run of %q did not enter fn within 20s", name)
+	}
+	return lease.Lease{}, nil, nil
+}
+
+// failWhileDown checks that every call on a cluster that is down fails
+// as a store failure, by its context's deadline.
+func failWhileDown(t *testing.T, l *Locker, held lease.Lease) {
+	t.Helper()
+	calls := []struct {
+		op   string
+		call func(ctx context.Context) error
+	}{
+		{"Acquire of a free name", func(ctx context.Context) error {
+			_, err := l.Acquire(ctx, uniqueName("down"), "owner-x", time.Minute)
+			return err
+		}},
+		{"Acquire of a held name", func(ctx context.Context) error {
+			_, err := l.Acquire(ctx, held.Name, "owner-x", time.Minute)
+			return err
+		}},
+		{"Renew", func(ctx context.Context) error { _, err := l.Renew(ctx, held, time.Minute); return err }},
+		{"RenewBatch", func(ctx context.Context) error {
+			return l.RenewBatch(ctx, []lease.RenewRequest{{Lease: held, TTL: time.Minute}})[0].Err
+		}},
+		{"Inspect", func(ctx context.Context) error { _, err := l.Inspect(ctx, held.Name); return err }},
+	}
+	for _, c := range calls {
+		what := c.op + " while etcd is down"
+		mustBeFailure(t, what, timed(t, what, c.call), context.DeadlineExceeded)
+	}
+}
+
+// waitFree polls until name is free on l, and returns when it saw it
+// free; it fails t if that takes past limit.
+func waitFree(t *testing.T, l *Locker, name string, limit time.Time) time.Time {
+	t.Helper()
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err := l.Inspect(ctx, name)
+		cancel()
+		now := time.Now()
+		if errors.Is(err, lease.ErrNotHeld) {
+			return now
+		}
+		if err != nil {
+			t.Fatalf("Inspect(%q): %v", name, err)
+		}
+		if now.After(limit) {
+			t.Fatalf("%q is still held after %s", name, now.Sub(limit))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestRestartKeepsTenures kills the only member of a cluster while
+// tenures are held, and starts it again on the same data directory.
+func TestRestartKeepsTenures(t *testing.T) {
+	e := testserver.StartEtcd(t, nil)
+	ctx := context.Background()
+	l := mustNew(t, newClient(t, e.Endpoints(), nil), WithPrefix(randomPrefix()))
+	observer := mustNew(t, newClient(t, e.Endpoints(), nil), WithPrefix(l.Prefix()))
+	ttl := max(shortestTTL(t, e.Endpoints()), 4*time.Second)
+
+	running, stopRun, ran := runHeld(t, l, "run", restartTTL)
+	idle, err := l.Acquire(ctx, "idle", "owner-idle", ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(ttl / 3)
+	killed := time.Now()
+	e.Member(0).Kill()
+	failWhileDown(t, l, idle)
+	e.Member(0).Start()
+	ready := time.Now()
+	t.Logf("etcd was down for %s", ready.Sub(killed).Round(time.Millisecond))
+
+	// The tenure nobody renews outlives its ttl: its lease restarted when
+	// the member became leader again, after the kill.
+	freed := waitFree(t, observer, idle.Name, ready.Add(ttl+expiryLag+2*time.Second))
+	t.Logf("the unrenewed tenure of %s ended %s after the kill, %s after etcd was back (it would have ended %s after the kill)",
+		ttl, freed.Sub(killed).Round(time.Millisecond), freed.Sub(ready).Round(time.Millisecond), idle.Expires.Sub(killed).Round(time.Millisecond))
+	if freed.Before(killed.Add(ttl)) {
+		t.Fatalf("the unrenewed tenure ended %s after the kill, before a whole ttl (%s): etcd did not restart its lease", freed.Sub(killed), ttl)
+	}
+	next, err := observer.Acquire(ctx, idle.Name, "owner-next", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next.Token <= max(idle.Token, running.Token) {
+		t.Fatalf("the first tenure after the restart got token %d, not greater than %d and %d from before it", next.Token, idle.Token, running.Token)
+	}
+
+	// The Run renewed through the outage: same tenure, fn never stopped.
+	got, err := observer.Inspect(ctx, running.Name)
+	if err != nil || got.Token != running.Token || got.Owner != running.Owner {
+		t.Fatalf("the tenure Run renews through the restart: Inspect = %v, %v; want %v", got, err, running)
+	}
+	close(stopRun)
+	select {
+	case err := <-ran:
+		if err != nil {
+			t.Fatalf("Run that renewed through the restart returned %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Run did not return after fn did")
+	}
+}
+
+// TestLeaderKillKeepsTenures kills the leader of a three-member cluster
+// while tenures are held: the others elect a new leader, which restarts
+// every lease's TTL; a holder renews through the election.
+func TestLeaderKillKeepsTenures(t *testing.T) {
+	e := testserver.StartEtcd(t, &testserver.EtcdOptions{Members: 3})
+	ctx := context.Background()
+	l := mustNew(t, newClient(t, e.Endpoints(), nil), WithPrefix(randomPrefix()))
+	observer := mustNew(t, newClient(t, e.Endpoints(), nil), WithPrefix(l.Prefix()))
+	ttl := max(shortestTTL(t, e.Endpoints()), 4*time.Second)
+
+	running, stopRun, ran := runHeld(t, l, "run", restartTTL)
+	idle, err := l.Acquire(ctx, "idle", "owner-idle", ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(ttl / 3)
+	killed := time.Now()
+	old := e.KillLeader()
+	leader := e.Leader()
+	elected := time.Now()
+	t.Logf("member %d was elected %s after leader %d was killed", leader, elected.Sub(killed).Round(time.Millisecond), old)
+
+	freed := waitFree(t, observer, idle.Name, elected.Add(ttl+expiryLag+2*time.Second))
+	t.Logf("the unrenewed tenure of %s ended %s after the kill (it would have ended %s after it)",
+		ttl, freed.Sub(killed).Round(time.Millisecond), idle.Expires.Sub(killed).Round(time.Millisecond))
+	if freed.Before(killed.Add(ttl)) {
+		t.Fatalf("the unrenewed tenure ended %s after the leader was killed, before a whole ttl (%s)", freed.Sub(killed), ttl)
+	}
+	next, err := observer.Acquire(ctx, idle.Name, "owner-next", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next.Token <= max(idle.Token, running.Token) {
+		t.Fatalf("the first tenure after the election got token %d, not greater than %d and %d", next.Token, idle.Token, running.Token)
+	}
+	got, err := observer.Inspect(ctx, running.Name)
+	if err != nil || got.Token != running.Token {
+		t.Fatalf("the tenure Run renews through the election: Inspect = %v, %v; want %v", got, err, running)
+	}
+	e.Member(old).Start()
+	close(stopRun)
+	select {
+	case err := <-ran:
+		if err != nil {
+			t.Fatalf("Run that renewed through the election returned %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Run did not return after fn did")
+	}
+}
+
+// TestWipedDataTokensGoBack pins down what the package documentation says
+// under "Restores and wiped data": a cluster whose data directory is wiped
+// starts its revisions, and so tokens, again from the start. The holders
+// of the lost tenures learn they lost them (ErrLost), not a store error,
+// and the Locker's spare etcd leases, gone with the data, are replaced.
+func TestWipedDataTokensGoBack(t *testing.T) {
+	e := testserver.StartEtcd(t, nil)
+	ctx := context.Background()
+	l := mustNew(t, newClient(t, e.Endpoints(), nil), WithPrefix(randomPrefix()))
+	var last lease.Lease
+	for range 50 { // revisions to lose, and spare leases in the pool
+		held, err := l.Acquire(ctx, "n", "owner-a", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Release(ctx, held); err != nil {
+			t.Fatal(err)
+		}
+	}
+	last, err := l.Acquire(ctx, "n", "owner-a", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.settle()
+	if l.spares() == 0 {
+		t.Fatal("no spare etcd lease in the pool before the wipe: the test would not test replacing them")
+	}
+
+	m := e.Member(0)
+	m.Kill()
+	// The data is in member/; the directory itself is the server's
+	// working directory.
+	if err := os.RemoveAll(filepath.Join(m.Dir(), "member")); err != nil {
+		t.Fatal(err)
+	}
+	m.Start()
+
+	_, err = l.Renew(ctx, last, time.Minute)
+	if !errors.Is(err, lease.ErrLost) {
+		t.Fatalf("Renew of a tenure whose data was wiped = %v; want ErrLost", err)
+	}
+	next, err := l.Acquire(ctx, "n", "owner-b", time.Minute)
+	if err != nil {
+		t.Fatalf("Acquire after the wipe, with spare leases the cluster no longer has: %v", err)
+	}
+	t.Logf("the last token before the wipe was %d, the first after it %d", last.Token, next.Token)
+	if next.Token >= last.Token {
+		t.Fatalf("after the wipe the token is %d, not below %d: the documented behaviour changed", next.Token, last.Token)
+	}
+}
