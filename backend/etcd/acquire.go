@@ -47,23 +47,25 @@ func (s *store) Acquire(ctx context.Context, name, owner string, ttl time.Durati
 		}
 		s.known.free(name)
 	}
+	done, err := s.write(ctx)
+	if err != nil {
+		return driver.Tenure{}, err
+	}
+	defer done()
 	l, err := s.leaseFor(ctx, ttl, start)
 	if err != nil {
 		return driver.Tenure{}, err
 	}
 	key := s.key(name)
-	txn := func() clientv3.Txn {
-		return s.client.Txn(ctx).
-			If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-			Then(clientv3.OpPut(key, owner, clientv3.WithLease(l.id))).
-			Else(clientv3.OpTxn(
+	for attempt := 0; ; attempt++ {
+		resp, kaErr, err := s.commit(ctx, &l, key,
+			[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0)},
+			[]clientv3.Op{clientv3.OpPut(key, owner, clientv3.WithLease(l.id))},
+			[]clientv3.Op{clientv3.OpTxn(
 				[]clientv3.Cmp{clientv3.Compare(clientv3.Value(key), "=", owner)},
 				[]clientv3.Op{clientv3.OpPut(key, owner, clientv3.WithLease(l.id), clientv3.WithPrevKV())},
 				[]clientv3.Op{clientv3.OpGet(key)},
-			))
-	}
-	for attempt := 0; ; attempt++ {
-		resp, kaErr, err := s.commit(ctx, &l, txn())
+			)})
 		if isLeaseNotFound(err) && l.pooled && attempt == 0 {
 			// The pooled lease ended before the transaction (it cannot
 			// have been applied without it): grant one now and retry.
@@ -217,20 +219,18 @@ func (s *store) grantFor(ctx context.Context, ttl time.Duration, start time.Time
 	return tenureLease{pooledLease: pooled{id: g.ID, ttl: g.TTL, fresh: start}, sec: sec, id: g.ID, ttl: g.TTL}, nil
 }
 
-// commit sends txn, a transaction that may put a key on l, and, when l
-// came from the pool, a keep-alive of l on the keep-alive stream at the
-// same time, and waits for both. kaErr is the keep-alive's failure, or a
+// commit commits If(cmps).Then(then).Else(els) on key, a transaction that
+// may put key on l (shared with concurrent calls' transactions, see
+// writer), and, when l came from the pool, sends a keep-alive of l on the
+// keep-alive stream at the same time, and waits for both. kaErr is the keep-alive's failure, or a
 // lease that etcd no longer has: a tenure the transaction put on l is then
 // not known to last its ttl. When both succeed, l lasts its TTL from a
 // moment after the call began.
-func (s *store) commit(ctx context.Context, l *tenureLease, txn clientv3.Txn) (resp *clientv3.TxnResponse, kaErr, err error) {
-	done, err := s.write(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer done()
+//
+// The caller holds a turn to write (see write).
+func (s *store) commit(ctx context.Context, l *tenureLease, key string, cmps []clientv3.Cmp, then, els []clientv3.Op) (resp *clientv3.TxnResponse, kaErr, err error) {
 	if !l.pooled {
-		resp, err := txn.Commit()
+		resp, err := s.writes.txn(ctx, key, cmps, then, els)
 		return resp, nil, err
 	}
 	sent := time.Now()
@@ -247,7 +247,7 @@ func (s *store) commit(ctx context.Context, l *tenureLease, txn clientv3.Txn) (r
 			ka <- nil
 		}
 	}()
-	resp, err = txn.Commit()
+	resp, err = s.writes.txn(ctx, key, cmps, then, els)
 	if kaErr = <-ka; kaErr == nil {
 		l.pooled = false
 		l.pooledLease.fresh, l.pooledLease.ttl = sent, l.ttl

@@ -15,12 +15,15 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// keeper sends keep-alives for etcd leases on one long-lived
-// LeaseKeepAlive stream per Locker, instead of clientv3's KeepAliveOnce,
+// keeper sends keep-alives for etcd leases on a few long-lived
+// LeaseKeepAlive streams per Locker, instead of clientv3's KeepAliveOnce,
 // which opens a new stream for every keep-alive. A keep-alive is then one
 // small message each way, and any number of them (a batch of renewals)
-// go out back to back and come back in about one round trip: etcd answers
-// the requests of one stream in order, one at a time.
+// go out back to back and come back in about one round trip. etcd answers
+// the requests of one stream in order, one at a time, and a keep-alive of
+// a lease that has just expired waits there until etcd has revoked it; so
+// the keep-alives are spread over kaStreams streams by lease ID, which
+// etcd serves in parallel.
 //
 // A keep-alive is safe to repeat (it only restarts the lease's TTL), so,
 // like KeepAliveOnce, a keep-alive whose stream broke is sent again on a
@@ -31,14 +34,21 @@ type keeper struct {
 	lc   pb.LeaseClient
 	life context.Context // ends with the Locker
 
-	mu     sync.Mutex
-	cur    *kaStream
-	closed bool
-	wg     sync.WaitGroup // the goroutines of every stream
+	mu      sync.Mutex
+	streams [kaStreams]*kaStream // nil where none is open
+	closed  bool
+	wg      sync.WaitGroup // the goroutines of every stream
 }
+
+// kaStreams is how many keep-alive streams a Locker opens at most.
+const kaStreams = 8
+
+// shard is the stream that carries the keep-alives of id.
+func shard(id clientv3.LeaseID) int { return int(uint64(id) % kaStreams) }
 
 // kaStream is one LeaseKeepAlive stream, its sender and its receiver.
 type kaStream struct {
+	n      int           // its place in keeper.streams
 	opened chan struct{} // closed once the stream is open or has failed
 	wake   chan struct{} // 1-buffered: requests to send
 	cancel context.CancelFunc
@@ -83,15 +93,28 @@ func (k *keeper) keepAlive(ctx context.Context, ids []clientv3.LeaseID) ([]int64
 	}
 	backoff := kaBackoff
 	for {
-		s, err := k.stream(ctx)
-		if err != nil {
-			return nil, err
+		var byShard [kaStreams][]int
+		for _, i := range todo {
+			byShard[shard(ids[i])] = append(byShard[shard(ids[i])], i)
 		}
-		reqs := make([]*kaReq, len(todo))
-		for n, i := range todo {
-			reqs[n] = &kaReq{id: int64(ids[i]), ctx: ctx, done: make(chan struct{})}
+		reqs := make([]*kaReq, 0, len(todo))
+		order := make([]int, 0, len(todo))
+		for n, idx := range byShard {
+			if len(idx) == 0 {
+				continue
+			}
+			s, err := k.stream(ctx, n)
+			if err != nil {
+				return nil, err
+			}
+			batch := make([]*kaReq, len(idx))
+			for j, i := range idx {
+				batch[j] = &kaReq{id: int64(ids[i]), ctx: ctx, done: make(chan struct{})}
+			}
+			s.send(batch)
+			reqs = append(reqs, batch...)
+			order = append(order, idx...)
 		}
-		s.send(reqs)
 		var again []int
 		var lastErr error
 		for n, r := range reqs {
@@ -101,10 +124,10 @@ func (k *keeper) keepAlive(ctx context.Context, ids []clientv3.LeaseID) ([]int64
 				return nil, ctx.Err()
 			}
 			if r.err != nil {
-				again, lastErr = append(again, todo[n]), r.err
+				again, lastErr = append(again, order[n]), r.err
 				continue
 			}
-			ttls[todo[n]] = r.ttl
+			ttls[order[n]] = r.ttl
 		}
 		if len(again) == 0 {
 			return ttls, nil
@@ -138,22 +161,22 @@ func retryable(err error) bool {
 
 var errKeeperClosed = errors.New("the Locker is closed")
 
-// stream returns the open stream, opening one if there is none, and waits
-// (as long as ctx allows) until it is open.
-func (k *keeper) stream(ctx context.Context) (*kaStream, error) {
+// stream returns open stream n, opening it if need be, and waits (as long
+// as ctx allows) until it is open.
+func (k *keeper) stream(ctx context.Context, n int) (*kaStream, error) {
 	k.mu.Lock()
 	if k.closed {
 		k.mu.Unlock()
 		return nil, errKeeperClosed
 	}
-	s := k.cur
+	s := k.streams[n]
 	if s == nil {
 		// RequireLeader: a member that loses its leader ends the stream
 		// (so the keep-alives go to a member that has one) rather than
 		// hold it.
 		sctx, cancel := context.WithCancel(clientv3.WithRequireLeader(k.life))
-		s = &kaStream{opened: make(chan struct{}), wake: make(chan struct{}, 1), cancel: cancel, waiting: map[int64][]*kaReq{}}
-		k.cur = s
+		s = &kaStream{n: n, opened: make(chan struct{}), wake: make(chan struct{}, 1), cancel: cancel, waiting: map[int64][]*kaReq{}}
+		k.streams[n] = s
 		k.wg.Add(1)
 		go k.run(sctx, s)
 	}
@@ -266,8 +289,8 @@ func (s *kaStream) send(reqs []*kaReq) {
 // the next one opens a new stream.
 func (k *keeper) fail(s *kaStream, err error) {
 	k.mu.Lock()
-	if k.cur == s {
-		k.cur = nil
+	if k.streams[s.n] == s {
+		k.streams[s.n] = nil
 	}
 	k.mu.Unlock()
 	s.mu.Lock()
@@ -293,15 +316,17 @@ func (k *keeper) fail(s *kaStream, err error) {
 	}
 }
 
-// close ends the stream and waits for its goroutines. The Locker's life
-// context must have ended already.
+// close ends the streams and waits for their goroutines. The Locker's
+// life context must have ended already.
 func (k *keeper) close() {
 	k.mu.Lock()
 	k.closed = true
-	s := k.cur
+	streams := k.streams
 	k.mu.Unlock()
-	if s != nil {
-		k.fail(s, errKeeperClosed)
+	for _, s := range streams {
+		if s != nil {
+			k.fail(s, errKeeperClosed)
+		}
 	}
 	k.wg.Wait()
 }

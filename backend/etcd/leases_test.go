@@ -146,6 +146,9 @@ func TestNoEtcdLeaseOutlivesItsTenure(t *testing.T) {
 func warm(t testing.TB, l *Locker, ttls ...time.Duration) {
 	t.Helper()
 	ctx := context.Background()
+	if err := l.openStreams(); err != nil {
+		t.Fatal(err)
+	}
 	for _, ttl := range ttls {
 		for range 3 {
 			held, err := l.Acquire(ctx, uniqueName("warm"), "warm", ttl)

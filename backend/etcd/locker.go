@@ -50,9 +50,12 @@ type store struct {
 	known *known
 	// reads coalesces the single-key reads of concurrent calls.
 	reads reader
-	// writes bounds the raft writes (grants and transactions that may
-	// write) the Locker's calls have under way at once.
-	writes chan struct{}
+	// turns bounds the calls that grant etcd leases or write (Acquire,
+	// a Renew that moves a tenure, pool refills) under way at once.
+	turns chan struct{}
+	// writes coalesces the owner-checked transactions of concurrent
+	// calls.
+	writes writer
 	// life ends when the Locker closes.
 	life context.Context
 	end  context.CancelFunc
@@ -91,7 +94,7 @@ func New(client *clientv3.Client, opts ...Option) (*Locker, error) {
 // once. etcd refuses proposals ("etcdserver: too many requests") once
 // 5000 committed entries wait to be applied; ten thousand Acquires at once
 // would get there, a queue of them on the client does not.
-const maxWrites = 128
+const maxWrites = 256
 
 func makeLocker(client *clientv3.Client, closeClient func() error, o options) *Locker {
 	life, end := context.WithCancel(context.Background())
@@ -100,12 +103,13 @@ func makeLocker(client *clientv3.Client, closeClient func() error, o options) *L
 		closeClient: closeClient,
 		prefix:      o.prefix,
 		known:       newKnown(),
-		writes:      make(chan struct{}, maxWrites),
+		turns:       make(chan struct{}, maxWrites),
 		life:        life,
 		end:         end,
 	}
 	s.revokes.client = client
 	s.reads.s = s
+	s.writes.s, s.writes.batch = s, maxBatchWrites
 	s.keeper = newKeeper(client, life)
 	s.pool = newPool(s)
 	return &Locker{base: driver.NewLocker("etcd", s), s: s}
@@ -142,12 +146,14 @@ func ttlSeconds(ttl time.Duration) int64 {
 	return int64(math.Ceil(ttl.Seconds()))
 }
 
-// write waits (as long as ctx allows) for a turn to send a raft write,
-// and returns the function that ends the turn.
+// write waits (as long as ctx allows) for a turn to send raft writes,
+// and returns the function that ends the turn. A call takes one turn for
+// all its writes (an Acquire's grant and transaction), so that a queue of
+// calls never leaves a granted lease waiting for its transaction.
 func (s *store) write(ctx context.Context) (done func(), err error) {
 	select {
-	case s.writes <- struct{}{}:
-		return func() { <-s.writes }, nil
+	case s.turns <- struct{}{}:
+		return func() { <-s.turns }, nil
 	case <-ctx.Done():
 		return nil, fmt.Errorf("%w (waiting for one of the %d writes under way to finish)", ctx.Err(), maxWrites)
 	}
@@ -155,12 +161,8 @@ func (s *store) write(ctx context.Context) (done func(), err error) {
 
 // grantSeconds asks etcd for a lease of sec seconds. The granted TTL may
 // be longer: etcd raises it to its minimum, which grantSeconds remembers.
+// The caller holds a turn to write (see write).
 func (s *store) grantSeconds(ctx context.Context, sec int64) (*clientv3.LeaseGrantResponse, error) {
-	done, err := s.write(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer done()
 	g, err := s.client.Grant(ctx, sec)
 	if err != nil {
 		return nil, err

@@ -155,8 +155,13 @@ func (p *pool) refill(sec int64, c *poolClass) {
 	defer p.wg.Done()
 	ctx, cancel := context.WithTimeout(p.ctx, cleanupTimeout)
 	defer cancel()
+	var g *clientv3.LeaseGrantResponse
+	done, err := p.s.write(ctx)
 	fresh := time.Now()
-	g, err := p.s.grantSeconds(ctx, sec)
+	if err == nil {
+		g, err = p.s.grantSeconds(ctx, sec)
+		done()
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	c.refilling--

@@ -126,7 +126,11 @@ func (r *reader) flush() {
 			return
 		}
 		r.mu.Unlock()
-		ctx, cancel := batchContext(r.s.life, batch)
+		ctxs := make([]context.Context, len(batch))
+		for i, req := range batch {
+			ctxs[i] = req.ctx
+		}
+		ctx, cancel := batchContext(r.s.life, ctxs)
 		keys := make([]string, len(batch))
 		for i, req := range batch {
 			keys[i] = req.key
@@ -142,15 +146,15 @@ func (r *reader) flush() {
 	}
 }
 
-// batchContext is the context of a request shared by the calls in batch:
-// it ends with the Locker, at the latest of their deadlines (none if one
-// has none), or once every one of them has ended. It keeps the values of
-// the first call's context.
-func batchContext(life context.Context, batch []*readReq) (context.Context, context.CancelFunc) {
+// batchContext is the context of a request shared by calls with the
+// contexts ctxs: it ends with the Locker, at the latest of their deadlines
+// (none if one has none), or once every one of them has ended. It keeps
+// the values of the first call's context.
+func batchContext(life context.Context, ctxs []context.Context) (context.Context, context.CancelFunc) {
 	var latest time.Time
 	bounded := true
-	for _, req := range batch {
-		d, ok := req.ctx.Deadline()
+	for _, c := range ctxs {
+		d, ok := c.Deadline()
 		if !ok {
 			bounded = false
 			break
@@ -165,12 +169,12 @@ func batchContext(life context.Context, batch []*readReq) (context.Context, cont
 	}
 	// Values (tracing) from the first call; cancellation from none of
 	// them alone.
-	ctx = valuesFrom{Context: ctx, values: batch[0].ctx}
-	left := len(batch)
+	ctx = valuesFrom{Context: ctx, values: ctxs[0]}
+	left := len(ctxs)
 	var mu sync.Mutex
-	stops := make([]func() bool, len(batch))
-	for i, req := range batch {
-		stops[i] = context.AfterFunc(req.ctx, func() {
+	stops := make([]func() bool, len(ctxs))
+	for i, c := range ctxs {
+		stops[i] = context.AfterFunc(c, func() {
 			mu.Lock()
 			defer mu.Unlock()
 			if left--; left == 0 {

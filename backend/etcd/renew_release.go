@@ -166,13 +166,18 @@ func (s *store) leaseOf(ctx context.Context, t driver.Tenure) (id clientv3.Lease
 // granted now) and, in one transaction that checks the tenure is intact,
 // moves the key onto it, then revokes the old lease.
 func (s *store) move(ctx context.Context, t driver.Tenure, ttl time.Duration, start time.Time) (driver.Tenure, bool, error) {
+	done, err := s.write(ctx)
+	if err != nil {
+		return driver.Tenure{}, false, err
+	}
+	defer done()
 	l, err := s.leaseFor(ctx, ttl, start)
 	if err != nil {
 		return driver.Tenure{}, false, err
 	}
-	resp, kaErr, err := s.commit(ctx, &l, s.client.Txn(ctx).
-		If(s.intact(t)...).
-		Then(clientv3.OpPut(s.key(t.Name), t.Owner, clientv3.WithLease(l.id), clientv3.WithPrevKV())))
+	key := s.key(t.Name)
+	resp, kaErr, err := s.commit(ctx, &l, key, s.intact(t),
+		[]clientv3.Op{clientv3.OpPut(key, t.Owner, clientv3.WithLease(l.id), clientv3.WithPrevKV())}, nil)
 	if err != nil {
 		// The new lease is left to expire: the put may have been applied.
 		s.usedUp(l)
@@ -203,21 +208,15 @@ func (s *store) move(ctx context.Context, t driver.Tenure, ttl time.Duration, st
 // tenure's etcd lease after the call returns. If the tenure is not intact
 // it changes nothing and returns false.
 //
-// The transaction is sent once: etcd's client resends a transaction only
-// when it was never sent or the server refused it unapplied (see the
+// The transaction is sent once (it may share a transaction with
+// concurrent calls', see writer): etcd's client resends a transaction
+// only when it was never sent or the server refused it unapplied (see the
 // package documentation), so a reply lost in the network is an error, and
 // never a false that a resend, finding the tenure already gone, would
 // report.
 func (s *store) Release(ctx context.Context, t driver.Tenure) (bool, error) {
-	done, err := s.write(ctx)
-	if err != nil {
-		return false, err
-	}
-	resp, err := s.client.Txn(ctx).
-		If(s.intact(t)...).
-		Then(clientv3.OpDelete(s.key(t.Name), clientv3.WithPrevKV())).
-		Commit()
-	done()
+	key := s.key(t.Name)
+	resp, err := s.writes.txn(ctx, key, s.intact(t), []clientv3.Op{clientv3.OpDelete(key, clientv3.WithPrevKV())}, nil)
 	if err != nil {
 		return false, err
 	}
