@@ -159,15 +159,13 @@ func retryable(err error) bool {
 	return false
 }
 
-var errKeeperClosed = errors.New("the Locker is closed")
-
 // stream returns open stream n, opening it if need be, and waits (as long
 // as ctx allows) until it is open.
 func (k *keeper) stream(ctx context.Context, n int) (*kaStream, error) {
 	k.mu.Lock()
 	if k.closed {
 		k.mu.Unlock()
-		return nil, errKeeperClosed
+		return nil, errClosed
 	}
 	s := k.streams[n]
 	if s == nil {
@@ -325,7 +323,7 @@ func (k *keeper) close() {
 	k.mu.Unlock()
 	for _, s := range streams {
 		if s != nil {
-			k.fail(s, errKeeperClosed)
+			k.fail(s, errClosed)
 		}
 	}
 	k.wg.Wait()

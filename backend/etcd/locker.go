@@ -12,15 +12,17 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// Locker keeps leases in etcd. It implements lease.Locker, lease.Lister
-// and lease.ForceReleaser and is safe for concurrent use. See the package
-// documentation for the data model.
+// Locker keeps leases in etcd. It implements lease.Locker, lease.Lister,
+// lease.ForceReleaser and lease.BatchRenewer and is safe for concurrent
+// use. See the package documentation for the data model.
 //
-// Its Close makes later calls fail with lease.ErrClosed, waits for the
-// etcd lease revocations that earlier calls left running (each bounded by
-// two seconds; see "Round trips" in the package documentation) and, for a
-// Locker made by Open, closes the client. It does not release held
-// leases: they expire.
+// Its Close makes later calls fail with lease.ErrClosed, closes its
+// keep-alive streams, revokes the spare etcd leases of its pool, waits for
+// the revocations that earlier calls left running (each bounded by two
+// seconds, the queued ones by two seconds in all; see "Requests ahead of
+// and behind the caller" in the package documentation) and, for a Locker
+// made by Open, closes the client. It does not release held leases: they
+// expire.
 type Locker struct {
 	*base
 	s *store
@@ -30,7 +32,7 @@ type Locker struct {
 type base = driver.Locker
 
 // store is the etcd side of a Locker. It implements driver.Store,
-// driver.Lister and driver.ForceReleaser.
+// driver.Lister, driver.ForceReleaser and driver.BatchRenewer.
 type store struct {
 	client *clientv3.Client
 	// closeClient, when not nil, closes the client Open made; a client
@@ -65,6 +67,7 @@ var (
 	_ lease.Locker         = (*Locker)(nil)
 	_ lease.Lister         = (*Locker)(nil)
 	_ lease.ForceReleaser  = (*Locker)(nil)
+	_ lease.BatchRenewer   = (*Locker)(nil)
 	_ driver.Lister        = (*store)(nil)
 	_ driver.ForceReleaser = (*store)(nil)
 )
@@ -118,12 +121,15 @@ func makeLocker(client *clientv3.Client, closeClient func() error, o options) *L
 // Prefix returns the key prefix under which the Locker keeps its tenures.
 func (l *Locker) Prefix() string { return l.s.prefix }
 
-// Close implements driver.Store: it closes the keep-alive stream, revokes
-// the pool's spare etcd leases, waits for the etcd lease revocations that
-// earlier calls left running (see revoker) and, for a Locker made by
-// Open, closes the etcd client.
+// Close implements driver.Store: it ends the Locker's life context (which
+// cuts short the shared reads and writes under way), closes the
+// keep-alive streams, revokes the pool's spare etcd leases, waits for the
+// etcd lease revocations that earlier calls left running (see revoker)
+// and, for a Locker made by Open, closes the etcd client.
 func (s *store) Close() error {
 	s.end()
+	s.reads.close()
+	s.writes.close()
 	s.keeper.close()
 	s.pool.close()
 	s.revokes.close()

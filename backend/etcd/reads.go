@@ -71,8 +71,10 @@ type reader struct {
 	s *store
 
 	mu       sync.Mutex
+	closed   bool
 	inflight int
 	queue    []*readReq
+	wg       sync.WaitGroup // the flushes under way
 }
 
 // maxReadsInFlight bounds the shared read transactions under way at once.
@@ -92,9 +94,14 @@ type readReq struct {
 func (r *reader) get(ctx context.Context, key string) (*mvccpb.KeyValue, error) {
 	req := &readReq{ctx: ctx, key: key, done: make(chan struct{})}
 	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil, errClosed
+	}
 	r.queue = append(r.queue, req)
 	if r.inflight < maxReadsInFlight {
 		r.inflight++
+		r.wg.Add(1)
 		go r.flush()
 	}
 	r.mu.Unlock()
@@ -109,6 +116,7 @@ func (r *reader) get(ctx context.Context, key string) (*mvccpb.KeyValue, error) 
 // flush sends the queued reads, maxTxnOps per transaction, until the
 // queue is empty. A read whose caller has gone is dropped.
 func (r *reader) flush() {
+	defer r.wg.Done()
 	for {
 		r.mu.Lock()
 		var batch []*readReq
@@ -145,6 +153,18 @@ func (r *reader) flush() {
 		}
 	}
 }
+
+// close makes later reads fail and waits for the flushes under way
+// (which the end of the Locker's life context cuts short).
+func (r *reader) close() {
+	r.mu.Lock()
+	r.closed = true
+	r.mu.Unlock()
+	r.wg.Wait()
+}
+
+// errClosed reports a call that raced the Locker's Close.
+var errClosed = errors.New("the Locker is closed")
 
 // batchContext is the context of a request shared by calls with the
 // contexts ctxs: it ends with the Locker, at the latest of their deadlines

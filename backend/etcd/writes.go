@@ -34,8 +34,10 @@ type writer struct {
 	batch int
 
 	mu       sync.Mutex
+	closed   bool
 	inflight int
 	queue    []*writeReq
+	wg       sync.WaitGroup // the flushes under way
 }
 
 const (
@@ -63,9 +65,14 @@ type writeReq struct {
 func (w *writer) txn(ctx context.Context, key string, cmps []clientv3.Cmp, then, els []clientv3.Op) (*clientv3.TxnResponse, error) {
 	req := &writeReq{ctx: ctx, key: key, op: clientv3.OpTxn(cmps, then, els), done: make(chan struct{})}
 	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return nil, errClosed
+	}
 	w.queue = append(w.queue, req)
 	if w.inflight < maxWritesInFlight {
 		w.inflight++
+		w.wg.Add(1)
 		go w.flush()
 	}
 	w.mu.Unlock()
@@ -80,6 +87,7 @@ func (w *writer) txn(ctx context.Context, key string, cmps []clientv3.Cmp, then,
 // flush sends the queued transactions until the queue is empty. A
 // transaction whose caller has gone before it was sent is dropped.
 func (w *writer) flush() {
+	defer w.wg.Done()
 	for {
 		w.mu.Lock()
 		var batch []*writeReq
@@ -105,6 +113,15 @@ func (w *writer) flush() {
 		w.mu.Unlock()
 		w.send(batch)
 	}
+}
+
+// close makes later transactions fail and waits for the flushes under
+// way (which the end of the Locker's life context cuts short).
+func (w *writer) close() {
+	w.mu.Lock()
+	w.closed = true
+	w.mu.Unlock()
+	w.wg.Wait()
 }
 
 // send commits batch in one transaction, or each on its own when etcd
