@@ -234,21 +234,17 @@ func (s *store) commit(ctx context.Context, l *tenureLease, key string, cmps []c
 		return resp, nil, err
 	}
 	sent := time.Now()
-	ka := make(chan error, 1)
-	go func() {
-		ttls, err := s.keeper.keepAlive(ctx, []clientv3.LeaseID{l.id})
-		switch {
-		case err != nil:
-			ka <- fmt.Errorf("keep-alive of etcd lease %x: %w", l.id, err)
-		case ttls[0] == 0:
-			ka <- fmt.Errorf("etcd lease %x: %w", l.id, errLeaseGone)
-		default:
-			l.ttl = ttls[0]
-			ka <- nil
-		}
-	}()
+	ka := s.keeper.start(ctx, []clientv3.LeaseID{l.id})
 	resp, err = s.writes.txn(ctx, key, cmps, then, els)
-	if kaErr = <-ka; kaErr == nil {
+	switch ttls, err := ka.wait(); {
+	case err != nil:
+		kaErr = fmt.Errorf("keep-alive of etcd lease %x: %w", l.id, err)
+	case ttls[0] == 0:
+		kaErr = fmt.Errorf("etcd lease %x: %w", l.id, errLeaseGone)
+	default:
+		l.ttl = ttls[0]
+	}
+	if kaErr == nil {
 		l.pooled = false
 		l.pooledLease.fresh, l.pooledLease.ttl = sent, l.ttl
 	}

@@ -56,12 +56,15 @@ func (s *store) RenewBatch(ctx context.Context, items []driver.RenewItem) ([]dri
 	// of every key.
 	var ttls []int64
 	var kaErr error
-	var wg sync.WaitGroup
+	var ka *kaCall
 	if len(kaIDs) > 0 {
-		wg.Go(func() { ttls, kaErr = s.keeper.keepAlive(ctx, kaIDs) })
+		ka = s.keeper.start(ctx, kaIDs)
 	}
 	kvs, errs := s.getMany(ctx, keys)
-	wg.Wait()
+	if ka != nil {
+		ttls, kaErr = ka.wait()
+	}
+	var wg sync.WaitGroup
 
 	var later []int // intact on a lease to keep alive now
 	var singles []int

@@ -86,62 +86,95 @@ func newKeeper(client *clientv3.Client, life context.Context) *keeper {
 // every one is answered, or with an error (and no TTLs) when ctx ends or
 // the stream fails in a way that trying again cannot mend.
 func (k *keeper) keepAlive(ctx context.Context, ids []clientv3.LeaseID) ([]int64, error) {
-	ttls := make([]int64, len(ids))
+	return k.start(ctx, ids).wait()
+}
+
+// kaCall is a keepAlive under way: start sends the keep-alives, wait
+// collects the answers (and sends again what a broken stream lost), so
+// that a caller can do something else meanwhile.
+type kaCall struct {
+	k     *keeper
+	ctx   context.Context
+	ids   []clientv3.LeaseID
+	ttls  []int64
+	reqs  []*kaReq
+	order []int // reqs[n] is the keep-alive of ids[order[n]]
+	err   error // a failure to send
+}
+
+// start sends a keep-alive for each lease in ids.
+func (k *keeper) start(ctx context.Context, ids []clientv3.LeaseID) *kaCall {
+	c := &kaCall{k: k, ctx: ctx, ids: ids, ttls: make([]int64, len(ids))}
 	todo := make([]int, len(ids))
 	for i := range todo {
 		todo[i] = i
 	}
+	c.send(todo)
+	return c
+}
+
+// send sends the keep-alives of ids[i] for each i in todo, each on the
+// stream of its lease.
+func (c *kaCall) send(todo []int) {
+	var byShard [kaStreams][]int
+	for _, i := range todo {
+		byShard[shard(c.ids[i])] = append(byShard[shard(c.ids[i])], i)
+	}
+	c.reqs, c.order = make([]*kaReq, 0, len(todo)), make([]int, 0, len(todo))
+	for n, idx := range byShard {
+		if len(idx) == 0 {
+			continue
+		}
+		s, err := c.k.stream(c.ctx, n)
+		if err != nil {
+			c.err = err
+			return
+		}
+		batch := make([]*kaReq, len(idx))
+		for j, i := range idx {
+			batch[j] = &kaReq{id: int64(c.ids[i]), ctx: c.ctx, done: make(chan struct{})}
+		}
+		s.send(batch)
+		c.reqs = append(c.reqs, batch...)
+		c.order = append(c.order, idx...)
+	}
+}
+
+// wait returns the TTLs once every keep-alive is answered, sending again
+// on a new stream those whose stream broke, while ctx lasts.
+func (c *kaCall) wait() ([]int64, error) {
 	backoff := kaBackoff
 	for {
-		var byShard [kaStreams][]int
-		for _, i := range todo {
-			byShard[shard(ids[i])] = append(byShard[shard(ids[i])], i)
-		}
-		reqs := make([]*kaReq, 0, len(todo))
-		order := make([]int, 0, len(todo))
-		for n, idx := range byShard {
-			if len(idx) == 0 {
-				continue
-			}
-			s, err := k.stream(ctx, n)
-			if err != nil {
-				return nil, err
-			}
-			batch := make([]*kaReq, len(idx))
-			for j, i := range idx {
-				batch[j] = &kaReq{id: int64(ids[i]), ctx: ctx, done: make(chan struct{})}
-			}
-			s.send(batch)
-			reqs = append(reqs, batch...)
-			order = append(order, idx...)
+		if c.err != nil {
+			return nil, c.err
 		}
 		var again []int
 		var lastErr error
-		for n, r := range reqs {
+		for n, r := range c.reqs {
 			select {
 			case <-r.done:
-			case <-ctx.Done():
-				return nil, ctx.Err()
+			case <-c.ctx.Done():
+				return nil, c.ctx.Err()
 			}
 			if r.err != nil {
-				again, lastErr = append(again, order[n]), r.err
+				again, lastErr = append(again, c.order[n]), r.err
 				continue
 			}
-			ttls[order[n]] = r.ttl
+			c.ttls[c.order[n]] = r.ttl
 		}
 		if len(again) == 0 {
-			return ttls, nil
+			return c.ttls, nil
 		}
 		if !retryable(lastErr) {
 			return nil, fmt.Errorf("keep-alive stream: %w", lastErr)
 		}
-		todo = again
 		select {
 		case <-time.After(backoff):
-		case <-ctx.Done():
-			return nil, fmt.Errorf("%w (the keep-alive stream broke: %v)", ctx.Err(), lastErr)
+		case <-c.ctx.Done():
+			return nil, fmt.Errorf("%w (the keep-alive stream broke: %v)", c.ctx.Err(), lastErr)
 		}
 		backoff = min(2*backoff, kaMaxBackoff)
+		c.send(again)
 	}
 }
 

@@ -111,7 +111,7 @@ func makeLocker(client *clientv3.Client, closeClient func() error, o options) *L
 		end:         end,
 	}
 	s.revokes.client = client
-	s.reads.s = s
+	s.reads.s, s.reads.max = s, maxReadsInFlight
 	s.writes.s, s.writes.batch = s, maxBatchWrites
 	s.keeper = newKeeper(client, life)
 	s.pool = newPool(s)

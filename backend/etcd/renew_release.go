@@ -65,10 +65,9 @@ func (s *store) Renew(ctx context.Context, t driver.Tenure, ttl time.Duration) (
 	if l.ttl != want {
 		return s.move(ctx, t, ttl, start)
 	}
-	ka := make(chan kaResult, 1)
-	go func() { ka <- s.keepAliveOne(ctx, l.id) }()
+	ka := s.keeper.start(ctx, []clientv3.LeaseID{l.id})
 	kv, err := s.reads.get(ctx, s.key(t.Name))
-	k := <-ka
+	k := result(ka.wait())
 	if err != nil {
 		return driver.Tenure{}, false, err
 	}
@@ -101,7 +100,11 @@ type kaResult struct {
 }
 
 func (s *store) keepAliveOne(ctx context.Context, id clientv3.LeaseID) kaResult {
-	ttls, err := s.keeper.keepAlive(ctx, []clientv3.LeaseID{id})
+	return result(s.keeper.keepAlive(ctx, []clientv3.LeaseID{id}))
+}
+
+// result is the kaResult of a keep-alive of one lease.
+func result(ttls []int64, err error) kaResult {
 	if err != nil {
 		return kaResult{err: fmt.Errorf("keep-alive: %w", err)}
 	}

@@ -35,17 +35,17 @@ import (
 // after the kill).
 const restartTTL = 30 * time.Second
 
-// runHeld starts lease.Run of name on l and returns the lease fn holds,
-// a channel that makes fn return, and Run's result.
-func runHeld(t *testing.T, l lease.Locker, name string, ttl time.Duration) (lease.Lease, chan<- struct{}, <-chan error) {
+// runHeld starts lease.Run of name on l and returns the lease fn holds
+// (as of its latest renewal, when called), a channel that makes fn
+// return, and Run's result.
+func runHeld(t *testing.T, l lease.Locker, name string, ttl time.Duration) (func() lease.Lease, chan<- struct{}, <-chan error) {
 	t.Helper()
-	entered := make(chan lease.Lease, 1)
+	entered := make(chan context.Context, 1)
 	stop := make(chan struct{})
 	ran := make(chan error, 1)
 	go func() {
 		ran <- lease.Run(context.Background(), l, name, ttl, func(ctx context.Context) error {
-			held, _ := lease.FromContext(ctx)
-			entered <- held
+			entered <- ctx
 			select {
 			case <-stop:
 				return nil
@@ -55,14 +55,31 @@ func runHeld(t *testing.T, l lease.Locker, name string, ttl time.Duration) (leas
 		})
 	}()
 	select {
-	case held := <-entered:
-		return held, stop, ran
+	case ctx := <-entered:
+		return func() lease.Lease { held, _ := lease.FromContext(ctx); return held }, stop, ran
 	case err := <-ran:
 		t.Fatalf("Run of %q: %v", name, err)
 	case <-time.After(20 * time.Second):
 		t.Fatalf("Run of %q did not enter fn within 20s", name)
 	}
-	return lease.Lease{}, nil, nil
+	return nil, nil, nil
+}
+
+// waitRenewed waits until current, the lease a Run holds, has been renewed
+// by a request sent after since: its Deadline is past since plus most of
+// the ttl. It fails t after limit.
+func waitRenewed(t *testing.T, current func() lease.Lease, ttl time.Duration, since time.Time, limit time.Duration) lease.Lease {
+	t.Helper()
+	for deadline := time.Now().Add(limit); ; {
+		held := current()
+		if held.Deadline.After(since.Add(ttl - lease.DriftMargin(ttl))) {
+			return held
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the Run's lease was not renewed within %s after etcd came back: its Deadline is %s after that", limit, held.Deadline.Sub(since).Round(time.Millisecond))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // failWhileDown checks that every call on a cluster that is down fails
@@ -124,7 +141,8 @@ func TestRestartKeepsTenures(t *testing.T) {
 	observer := mustNew(t, newClient(t, e.Endpoints(), nil), WithPrefix(l.Prefix()))
 	ttl := max(shortestTTL(t, e.Endpoints()), 4*time.Second)
 
-	running, stopRun, ran := runHeld(t, l, "run", restartTTL)
+	current, stopRun, ran := runHeld(t, l, "run", restartTTL)
+	running := current()
 	idle, err := l.Acquire(ctx, "idle", "owner-idle", ttl)
 	if err != nil {
 		t.Fatal(err)
@@ -153,7 +171,10 @@ func TestRestartKeepsTenures(t *testing.T) {
 		t.Fatalf("the first tenure after the restart got token %d, not greater than %d and %d from before it", next.Token, idle.Token, running.Token)
 	}
 
-	// The Run renewed through the outage: same tenure, fn never stopped.
+	// The Run renews after the outage: same tenure, fn never stopped.
+	if renewed := waitRenewed(t, current, restartTTL, ready, restartTTL/3+10*time.Second); renewed.Token != running.Token {
+		t.Fatalf("the Run's lease changed token from %d to %d across the restart", running.Token, renewed.Token)
+	}
 	got, err := observer.Inspect(ctx, running.Name)
 	if err != nil || got.Token != running.Token || got.Owner != running.Owner {
 		t.Fatalf("the tenure Run renews through the restart: Inspect = %v, %v; want %v", got, err, running)
@@ -179,7 +200,8 @@ func TestLeaderKillKeepsTenures(t *testing.T) {
 	observer := mustNew(t, newClient(t, e.Endpoints(), nil), WithPrefix(l.Prefix()))
 	ttl := max(shortestTTL(t, e.Endpoints()), 4*time.Second)
 
-	running, stopRun, ran := runHeld(t, l, "run", restartTTL)
+	current, stopRun, ran := runHeld(t, l, "run", restartTTL)
+	running := current()
 	idle, err := l.Acquire(ctx, "idle", "owner-idle", ttl)
 	if err != nil {
 		t.Fatal(err)
@@ -203,6 +225,9 @@ func TestLeaderKillKeepsTenures(t *testing.T) {
 	}
 	if next.Token <= max(idle.Token, running.Token) {
 		t.Fatalf("the first tenure after the election got token %d, not greater than %d and %d", next.Token, idle.Token, running.Token)
+	}
+	if renewed := waitRenewed(t, current, restartTTL, elected, restartTTL/3+10*time.Second); renewed.Token != running.Token {
+		t.Fatalf("the Run's lease changed token from %d to %d across the election", running.Token, renewed.Token)
 	}
 	got, err := observer.Inspect(ctx, running.Name)
 	if err != nil || got.Token != running.Token {
