@@ -83,8 +83,9 @@ func waitRenewed(t *testing.T, current func() lease.Lease, ttl time.Duration, si
 }
 
 // failWhileDown checks that every call on a cluster that is down fails
-// as a store failure, by its context's deadline.
-func failWhileDown(t *testing.T, l *Locker, held lease.Lease) {
+// as a store failure, by its context's deadline. held is a tenure of l
+// acquired for ttl.
+func failWhileDown(t *testing.T, l *Locker, held lease.Lease, ttl time.Duration) {
 	t.Helper()
 	calls := []struct {
 		op   string
@@ -98,10 +99,12 @@ func failWhileDown(t *testing.T, l *Locker, held lease.Lease) {
 			_, err := l.Acquire(ctx, held.Name, "owner-x", time.Minute)
 			return err
 		}},
-		{"Renew", func(ctx context.Context) error { _, err := l.Renew(ctx, held, time.Minute); return err }},
+		{"Renew", func(ctx context.Context) error { _, err := l.Renew(ctx, held, ttl); return err }},
+		{"Renew to another ttl", func(ctx context.Context) error { _, err := l.Renew(ctx, held, ttl+time.Minute); return err }},
 		{"RenewBatch", func(ctx context.Context) error {
-			return l.RenewBatch(ctx, []lease.RenewRequest{{Lease: held, TTL: time.Minute}})[0].Err
+			return l.RenewBatch(ctx, []lease.RenewRequest{{Lease: held, TTL: ttl}})[0].Err
 		}},
+		{"Release", func(ctx context.Context) error { return l.Release(ctx, held) }},
 		{"Inspect", func(ctx context.Context) error { _, err := l.Inspect(ctx, held.Name); return err }},
 	}
 	for _, c := range calls {
@@ -147,10 +150,13 @@ func TestRestartKeepsTenures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := l.openStreams(); err != nil { // as in a Locker that has been renewing
+		t.Fatal(err)
+	}
 	time.Sleep(ttl / 3)
 	killed := time.Now()
 	e.Member(0).Kill()
-	failWhileDown(t, l, idle)
+	failWhileDown(t, l, idle, ttl)
 	e.Member(0).Start()
 	ready := time.Now()
 	t.Logf("etcd was down for %s", ready.Sub(killed).Round(time.Millisecond))
@@ -204,6 +210,9 @@ func TestLeaderKillKeepsTenures(t *testing.T) {
 	running := current()
 	idle, err := l.Acquire(ctx, "idle", "owner-idle", ttl)
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.openStreams(); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(ttl / 3)

@@ -168,13 +168,18 @@ func TestReleaseWhoseReplyIsLostIsNotErrLost(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+	// The reply is lost with the connection; the network is healthy
+	// again at once, so that a resent transaction would be answered (and
+	// find the tenure gone).
 	proxy.Reset()
+	if err := proxy.Clear(); err != nil {
+		t.Fatal(err)
+	}
 	select {
 	case err = <-released:
 	case <-time.After(15 * time.Second):
 		t.Fatal("Release did not return after its connection was reset")
 	}
-	proxy.Clear()
 	t.Logf("Release whose reply was lost: %v", err)
 	if err == nil {
 		t.Fatal("Release whose reply was lost returned nil")
