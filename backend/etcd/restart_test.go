@@ -65,6 +65,21 @@ func runHeld(t *testing.T, l lease.Locker, name string, ttl time.Duration) (func
 	return nil, nil, nil
 }
 
+// renewAllAfter renews held (tenures of l, acquired for time.Minute) in
+// one batch, with a generous context, and fails t unless every one is
+// renewed with its token: the keep-alive streams the outage broke are
+// opened again, whichever member they were on.
+func renewAllAfter(t *testing.T, l *Locker, held []lease.Lease, what string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for i, r := range l.RenewBatch(ctx, requests(held, time.Minute)) {
+		if r.Err != nil || r.Lease.Token != held[i].Token {
+			t.Fatalf("renewal of tenure %d of %d after %s: %v, %v; want it renewed with token %d", i+1, len(held), what, r.Lease, r.Err, held[i].Token)
+		}
+	}
+}
+
 // waitRenewed waits until current, the lease a Run holds, has been renewed
 // by a request sent after since: its Deadline is past since plus most of
 // the ttl. It fails t after limit.
@@ -150,7 +165,10 @@ func TestRestartKeepsTenures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := l.openStreams(); err != nil { // as in a Locker that has been renewing
+	// Tenures on every keep-alive stream, all open, as in a Locker that
+	// has been renewing for a while.
+	many := acquireMany(t, l, "many", "owner-many", 4*kaStreams, time.Minute)
+	if err := l.openStreams(); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(ttl / 3)
@@ -160,6 +178,7 @@ func TestRestartKeepsTenures(t *testing.T) {
 	e.Member(0).Start()
 	ready := time.Now()
 	t.Logf("etcd was down for %s", ready.Sub(killed).Round(time.Millisecond))
+	renewAllAfter(t, l, many, "the restart")
 
 	// The tenure nobody renews outlives its ttl: its lease restarted when
 	// the member became leader again, after the kill.
@@ -212,6 +231,7 @@ func TestLeaderKillKeepsTenures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	many := acquireMany(t, l, "many", "owner-many", 4*kaStreams, time.Minute)
 	if err := l.openStreams(); err != nil {
 		t.Fatal(err)
 	}
@@ -221,6 +241,7 @@ func TestLeaderKillKeepsTenures(t *testing.T) {
 	leader := e.Leader()
 	elected := time.Now()
 	t.Logf("member %d was elected %s after leader %d was killed", leader, elected.Sub(killed).Round(time.Millisecond), old)
+	renewAllAfter(t, l, many, "the election")
 
 	freed := waitFree(t, observer, idle.Name, elected.Add(ttl+expiryLag+2*time.Second))
 	t.Logf("the unrenewed tenure of %s ended %s after the kill (it would have ended %s after it)",
