@@ -41,8 +41,8 @@ const busyRetries = 3
 func (s *store) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (driver.Tenure, error) {
 	start := time.Now()
 	if s.known.likelyHeld(name, start) {
-		t, held, err := s.readHolder(ctx, name, owner)
-		if err != nil || held {
+		t, busy, err := s.readHolder(ctx, name, owner)
+		if err != nil || busy {
 			return t, err
 		}
 		s.known.free(name)
@@ -79,11 +79,12 @@ func (s *store) Acquire(ctx context.Context, name, owner string, ttl time.Durati
 			s.usedUp(l)
 			return driver.Tenure{}, err
 		}
-		inner := resp.Responses[0].GetResponseTxn()
-		if resp.Succeeded || inner.Succeeded {
+		inner := resp.Responses[0].GetResponseTxn() // nil when resp.Succeeded
+		put := resp.Succeeded || inner.GetSucceeded()
+		if put {
 			s.usedUp(l)
 		}
-		if kaErr != nil && (resp.Succeeded || inner.Succeeded) {
+		if kaErr != nil && put {
 			// The tenure is on the lease, but the lease may end before
 			// ttl: a store failure. A retry is re-entrant.
 			return driver.Tenure{}, kaErr
@@ -94,7 +95,7 @@ func (s *store) Acquire(ctx context.Context, name, owner string, ttl time.Durati
 			s.known.remember(t, l.id, l.ttl)
 			return t, nil
 		}
-		if inner.Succeeded {
+		if inner.GetSucceeded() {
 			// Re-entrant: the key moved onto the new lease; the old one
 			// holds nothing now.
 			prev := inner.Responses[0].GetResponsePut().GetPrevKv()
@@ -111,10 +112,10 @@ func (s *store) Acquire(ctx context.Context, name, owner string, ttl time.Durati
 			s.unused(ctx, l)
 			return driver.Tenure{}, errors.New("etcd returned no holder for an existing key")
 		}
-		t, held, err := s.holder(ctx, name, kvs[0])
-		if err != nil || held || attempt+1 == busyRetries {
+		t, busy, err := s.holder(ctx, name, kvs[0])
+		if err != nil || busy || attempt+1 == busyRetries {
 			s.unused(ctx, l)
-			if err == nil && !held {
+			if err == nil && !busy {
 				// Its holders keep ending as it is read: report the last
 				// one, about to end.
 				t = driver.Tenure{Name: name, Owner: string(kvs[0].Value), Token: uint64(kvs[0].CreateRevision), Remaining: time.Second}
@@ -147,10 +148,10 @@ func (s *store) usedUp(l tenureLease) {
 
 // readHolder is Acquire of a name last seen held by another owner: it
 // reads the key (a linearizable read, no raft write) and, if another
-// owner still holds it, returns that holder with held true. held is false
+// owner still holds it, returns that holder with busy true. busy is false
 // when the name is free or owner's, or its holder's lease ended while
 // being read: then Acquire goes on to write.
-func (s *store) readHolder(ctx context.Context, name, owner string) (t driver.Tenure, held bool, err error) {
+func (s *store) readHolder(ctx context.Context, name, owner string) (t driver.Tenure, busy bool, err error) {
 	kv, err := s.reads.get(ctx, s.key(name))
 	if err != nil {
 		return driver.Tenure{}, false, err
@@ -163,8 +164,8 @@ func (s *store) readHolder(ctx context.Context, name, owner string) (t driver.Te
 
 // holder returns the tenure kv, a key another owner holds, with the time
 // its etcd lease has left, and remembers the name as held until then.
-// held is false if that lease ended meanwhile.
-func (s *store) holder(ctx context.Context, name string, kv *mvccpb.KeyValue) (t driver.Tenure, held bool, err error) {
+// busy is false if that lease ended meanwhile.
+func (s *store) holder(ctx context.Context, name string, kv *mvccpb.KeyValue) (t driver.Tenure, busy bool, err error) {
 	if kv.Lease == int64(clientv3.NoLease) {
 		return driver.Tenure{}, false, fmt.Errorf("key %q has no etcd lease: another program writes under the prefix %q", kv.Key, s.prefix)
 	}
