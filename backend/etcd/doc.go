@@ -142,7 +142,10 @@
 // that check the tenures in transactions of 128 reads each, all at once.
 // Bursts of writes queue in the Locker rather than in etcd, which refuses
 // proposals ("etcdserver: too many requests") once thousands wait to be
-// applied: at most 256 calls that grant or write are under way at once.
+// applied: at most 64 calls that grant or write are under way at once. A
+// small queue on etcd's side also keeps renewals fast during a burst of
+// Acquires: a linearizable read (the check of a renewal) waits until etcd
+// has applied every write committed before it.
 //
 // # Restarts
 //
