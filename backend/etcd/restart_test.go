@@ -154,10 +154,35 @@ func waitFree(t *testing.T, l *Locker, name string, limit time.Time) time.Time {
 // tenures are held, and starts it again on the same data directory.
 func TestRestartKeepsTenures(t *testing.T) {
 	e := testserver.StartEtcd(t, nil)
+	holdThrough(t, e.Endpoints(), "the restart", func(l *Locker, idle lease.Lease, ttl time.Duration) {
+		e.Member(0).Kill()
+		failWhileDown(t, l, idle, ttl)
+		e.Member(0).Start()
+	})
+}
+
+// TestLeaderKillKeepsTenures kills the leader of a three-member cluster
+// while tenures are held: the others elect a new leader, which restarts
+// every lease's TTL; a holder renews through the election. (The killed
+// member stays down: the test's cleanup stops the others.)
+func TestLeaderKillKeepsTenures(t *testing.T) {
+	e := testserver.StartEtcd(t, &testserver.EtcdOptions{Members: 3})
+	holdThrough(t, e.Endpoints(), "the election", func(*Locker, lease.Lease, time.Duration) {
+		old := e.KillLeader()
+		t.Logf("member %d was elected after leader %d was killed", e.Leader(), old)
+	})
+}
+
+// holdThrough holds tenures on the cluster at endpoints through outage,
+// which kills what it must and returns once the cluster serves again:
+// one renewed by lease.Run, one (idle, of the shortest ttl the test can
+// watch end) that nobody renews, and tenures on every keep-alive stream.
+// Then it checks what the package documentation says under "Restarts".
+func holdThrough(t *testing.T, endpoints []string, what string, outage func(l *Locker, idle lease.Lease, ttl time.Duration)) {
 	ctx := context.Background()
-	l := mustNew(t, newClient(t, e.Endpoints(), nil), WithPrefix(randomPrefix()))
-	observer := mustNew(t, newClient(t, e.Endpoints(), nil), WithPrefix(l.Prefix()))
-	ttl := max(shortestTTL(t, e.Endpoints()), 4*time.Second)
+	l := mustNew(t, newClient(t, endpoints, nil), WithPrefix(randomPrefix()))
+	observer := mustNew(t, newClient(t, endpoints, nil), WithPrefix(l.Prefix()))
+	ttl := max(shortestTTL(t, endpoints), 4*time.Second)
 
 	current, stopRun, ran := runHeld(t, l, "run", restartTTL)
 	running := current()
@@ -173,18 +198,16 @@ func TestRestartKeepsTenures(t *testing.T) {
 	}
 	time.Sleep(ttl / 3)
 	killed := time.Now()
-	e.Member(0).Kill()
-	failWhileDown(t, l, idle, ttl)
-	e.Member(0).Start()
-	ready := time.Now()
-	t.Logf("etcd was down for %s", ready.Sub(killed).Round(time.Millisecond))
-	renewAllAfter(t, l, many, "the restart")
+	outage(l, idle, ttl)
+	back := time.Now()
+	t.Logf("%s took %s", what, back.Sub(killed).Round(time.Millisecond))
+	renewAllAfter(t, l, many, what)
 
 	// The tenure nobody renews outlives its ttl: its lease restarted when
-	// the member became leader again, after the kill.
-	freed := waitFree(t, observer, idle.Name, ready.Add(ttl+expiryLag+2*time.Second))
-	t.Logf("the unrenewed tenure of %s ended %s after the kill, %s after etcd was back (it would have ended %s after the kill)",
-		ttl, freed.Sub(killed).Round(time.Millisecond), freed.Sub(ready).Round(time.Millisecond), idle.Expires.Sub(killed).Round(time.Millisecond))
+	// a member became leader, after the kill.
+	freed := waitFree(t, observer, idle.Name, back.Add(ttl+expiryLag+2*time.Second))
+	t.Logf("the unrenewed tenure of %s ended %s after the kill, %s after %s (it would have ended %s after the kill)",
+		ttl, freed.Sub(killed).Round(time.Millisecond), freed.Sub(back).Round(time.Millisecond), what, idle.Expires.Sub(killed).Round(time.Millisecond))
 	if freed.Before(killed.Add(ttl)) {
 		t.Fatalf("the unrenewed tenure ended %s after the kill, before a whole ttl (%s): etcd did not restart its lease", freed.Sub(killed), ttl)
 	}
@@ -193,82 +216,22 @@ func TestRestartKeepsTenures(t *testing.T) {
 		t.Fatal(err)
 	}
 	if next.Token <= max(idle.Token, running.Token) {
-		t.Fatalf("the first tenure after the restart got token %d, not greater than %d and %d from before it", next.Token, idle.Token, running.Token)
+		t.Fatalf("the first tenure after %s got token %d, not greater than %d and %d from before it", what, next.Token, idle.Token, running.Token)
 	}
 
 	// The Run renews after the outage: same tenure, fn never stopped.
-	if renewed := waitRenewed(t, current, restartTTL, ready, restartTTL/3+10*time.Second); renewed.Token != running.Token {
-		t.Fatalf("the Run's lease changed token from %d to %d across the restart", running.Token, renewed.Token)
+	if renewed := waitRenewed(t, current, restartTTL, back, restartTTL/3+10*time.Second); renewed.Token != running.Token {
+		t.Fatalf("the Run's lease changed token from %d to %d across %s", running.Token, renewed.Token, what)
 	}
 	got, err := observer.Inspect(ctx, running.Name)
 	if err != nil || got.Token != running.Token || got.Owner != running.Owner {
-		t.Fatalf("the tenure Run renews through the restart: Inspect = %v, %v; want %v", got, err, running)
+		t.Fatalf("the tenure Run renews through %s: Inspect = %v, %v; want %v", what, got, err, running)
 	}
 	close(stopRun)
 	select {
 	case err := <-ran:
 		if err != nil {
-			t.Fatalf("Run that renewed through the restart returned %v", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("Run did not return after fn did")
-	}
-}
-
-// TestLeaderKillKeepsTenures kills the leader of a three-member cluster
-// while tenures are held: the others elect a new leader, which restarts
-// every lease's TTL; a holder renews through the election.
-func TestLeaderKillKeepsTenures(t *testing.T) {
-	e := testserver.StartEtcd(t, &testserver.EtcdOptions{Members: 3})
-	ctx := context.Background()
-	l := mustNew(t, newClient(t, e.Endpoints(), nil), WithPrefix(randomPrefix()))
-	observer := mustNew(t, newClient(t, e.Endpoints(), nil), WithPrefix(l.Prefix()))
-	ttl := max(shortestTTL(t, e.Endpoints()), 4*time.Second)
-
-	current, stopRun, ran := runHeld(t, l, "run", restartTTL)
-	running := current()
-	idle, err := l.Acquire(ctx, "idle", "owner-idle", ttl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	many := acquireMany(t, l, "many", "owner-many", 4*kaStreams, time.Minute)
-	if err := l.openStreams(); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(ttl / 3)
-	killed := time.Now()
-	old := e.KillLeader()
-	leader := e.Leader()
-	elected := time.Now()
-	t.Logf("member %d was elected %s after leader %d was killed", leader, elected.Sub(killed).Round(time.Millisecond), old)
-	renewAllAfter(t, l, many, "the election")
-
-	freed := waitFree(t, observer, idle.Name, elected.Add(ttl+expiryLag+2*time.Second))
-	t.Logf("the unrenewed tenure of %s ended %s after the kill (it would have ended %s after it)",
-		ttl, freed.Sub(killed).Round(time.Millisecond), idle.Expires.Sub(killed).Round(time.Millisecond))
-	if freed.Before(killed.Add(ttl)) {
-		t.Fatalf("the unrenewed tenure ended %s after the leader was killed, before a whole ttl (%s)", freed.Sub(killed), ttl)
-	}
-	next, err := observer.Acquire(ctx, idle.Name, "owner-next", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if next.Token <= max(idle.Token, running.Token) {
-		t.Fatalf("the first tenure after the election got token %d, not greater than %d and %d", next.Token, idle.Token, running.Token)
-	}
-	if renewed := waitRenewed(t, current, restartTTL, elected, restartTTL/3+10*time.Second); renewed.Token != running.Token {
-		t.Fatalf("the Run's lease changed token from %d to %d across the election", running.Token, renewed.Token)
-	}
-	got, err := observer.Inspect(ctx, running.Name)
-	if err != nil || got.Token != running.Token {
-		t.Fatalf("the tenure Run renews through the election: Inspect = %v, %v; want %v", got, err, running)
-	}
-	e.Member(old).Start()
-	close(stopRun)
-	select {
-	case err := <-ran:
-		if err != nil {
-			t.Fatalf("Run that renewed through the election returned %v", err)
+			t.Fatalf("Run that renewed through %s returned %v", what, err)
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("Run did not return after fn did")
