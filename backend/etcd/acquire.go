@@ -18,45 +18,84 @@ const busyRetries = 3
 
 // Acquire implements driver.Store.
 //
-// It grants an etcd lease of ttl rounded up to whole seconds, then, in one
-// transaction, creates the key on that lease if it does not exist, or
-// moves it onto that lease if owner holds it (keeping its create
-// revision, the Token), or reads the holder. A re-entrant Acquire then
-// revokes the tenure's previous etcd lease; a refused one asks etcd how
-// long the holder's lease has left and revokes the lease it granted. The
-// revocations run after the call returns (see revoker).
+// A tenure gets an etcd lease of its own, of ttl rounded up to whole
+// seconds, taken from the Locker's pool of leases granted ahead of use
+// (or granted now when the pool has none). One transaction then creates
+// the key on that lease if it does not exist, or moves it onto that lease
+// if owner holds it (keeping its create revision, the Token), or else
+// reads the holder; a keep-alive of the pooled lease goes out on the
+// Locker's keep-alive stream alongside it, so that the tenure lasts ttl
+// from now, however long the lease waited in the pool. A re-entrant
+// Acquire then revokes the tenure's previous lease (after the call
+// returns, see revoker).
+//
+// When another owner holds the name, the unused lease goes back to the
+// pool, and Acquire asks etcd how long the holder's lease has left. It
+// remembers the name as held until then: an Acquire of it before that
+// time reads the key first (a linearizable read, no raft write) and
+// writes only if the name turns out to be free or owner's.
 //
 // If the transaction fails without an answer (a network error, ctx done),
-// the granted lease is left to expire by itself: the transaction may have
-// been applied, and the tenure it started or extended must keep its lease.
+// the lease is left to expire by itself: the transaction may have been
+// applied, and the tenure it started or extended must keep its lease.
 func (s *store) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (driver.Tenure, error) {
 	start := time.Now()
-	g, err := s.grant(ctx, ttl)
+	if s.known.likelyHeld(name, start) {
+		t, busy, err := s.readHolder(ctx, name, owner)
+		if err != nil || busy {
+			return t, err
+		}
+		s.known.free(name)
+	}
+	done, err := s.write(ctx)
 	if err != nil {
-		return driver.Tenure{}, fmt.Errorf("grant etcd lease: %w", err)
+		return driver.Tenure{}, err
+	}
+	defer done()
+	l, err := s.leaseFor(ctx, ttl, start)
+	if err != nil {
+		return driver.Tenure{}, err
 	}
 	key := s.key(name)
-	var holder *mvccpb.KeyValue
-	var remaining time.Duration
-	for range busyRetries {
-		resp, err := s.client.Txn(ctx).
-			If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-			Then(clientv3.OpPut(key, owner, clientv3.WithLease(g.ID))).
-			Else(clientv3.OpTxn(
+	for attempt := 0; ; attempt++ {
+		resp, kaErr, err := s.commit(ctx, &l, key,
+			[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0)},
+			[]clientv3.Op{clientv3.OpPut(key, owner, clientv3.WithLease(l.id))},
+			[]clientv3.Op{clientv3.OpTxn(
 				[]clientv3.Cmp{clientv3.Compare(clientv3.Value(key), "=", owner)},
-				[]clientv3.Op{clientv3.OpPut(key, owner, clientv3.WithLease(g.ID), clientv3.WithPrevKV())},
+				[]clientv3.Op{clientv3.OpPut(key, owner, clientv3.WithLease(l.id), clientv3.WithPrevKV())},
 				[]clientv3.Op{clientv3.OpGet(key)},
-			)).
-			Commit()
+			)})
+		if isLeaseNotFound(err) && l.pooled && attempt == 0 {
+			// The pooled lease ended before the transaction (it cannot
+			// have been applied without it): grant one now and retry.
+			s.usedUp(l)
+			if l, err = s.grantFor(ctx, ttl, start); err != nil {
+				return driver.Tenure{}, err
+			}
+			continue
+		}
 		if err != nil {
+			s.usedUp(l)
 			return driver.Tenure{}, err
+		}
+		inner := resp.Responses[0].GetResponseTxn() // nil when resp.Succeeded
+		put := resp.Succeeded || inner.GetSucceeded()
+		if put {
+			s.usedUp(l)
+		}
+		if kaErr != nil && put {
+			// The tenure is on the lease, but the lease may end before
+			// ttl: a store failure. A retry is re-entrant.
+			return driver.Tenure{}, kaErr
 		}
 		if resp.Succeeded {
 			// A new key: its create revision is the transaction's revision.
-			return held(name, owner, resp.Header.Revision, start, g.TTL), nil
+			t := held(name, owner, resp.Header.Revision, start, l.ttl)
+			s.known.remember(t, l.id, l.ttl)
+			return t, nil
 		}
-		inner := resp.Responses[0].GetResponseTxn()
-		if inner.Succeeded {
+		if inner.GetSucceeded() {
 			// Re-entrant: the key moved onto the new lease; the old one
 			// holds nothing now.
 			prev := inner.Responses[0].GetResponsePut().GetPrevKv()
@@ -64,35 +103,155 @@ func (s *store) Acquire(ctx context.Context, name, owner string, ttl time.Durati
 				return driver.Tenure{}, errors.New("etcd returned no previous value for a re-entrant put")
 			}
 			s.revokes.revoke(ctx, clientv3.LeaseID(prev.Lease))
-			return held(name, owner, prev.CreateRevision, start, g.TTL), nil
+			t := held(name, owner, prev.CreateRevision, start, l.ttl)
+			s.known.remember(t, l.id, l.ttl)
+			return t, nil
 		}
 		kvs := inner.Responses[0].GetResponseRange().GetKvs()
 		if len(kvs) == 0 {
+			s.unused(ctx, l)
 			return driver.Tenure{}, errors.New("etcd returned no holder for an existing key")
 		}
-		holder = kvs[0]
-		if holder.Lease == int64(clientv3.NoLease) {
-			s.revokes.revoke(ctx, g.ID)
-			return driver.Tenure{}, fmt.Errorf("key %q has no etcd lease: another program writes under the prefix %q", key, s.prefix)
+		t, busy, err := s.holder(ctx, name, kvs[0])
+		if err != nil || busy || attempt+1 == busyRetries {
+			s.unused(ctx, l)
+			if err == nil && !busy {
+				// Its holders keep ending as it is read: report the last
+				// one, about to end.
+				t = driver.Tenure{Name: name, Owner: string(kvs[0].Value), Token: uint64(kvs[0].CreateRevision), Remaining: time.Second}
+			}
+			return t, err
 		}
-		var ok bool
-		remaining, ok, err = s.remaining(ctx, clientv3.LeaseID(holder.Lease))
-		if err != nil {
-			s.revokes.revoke(ctx, g.ID)
-			return driver.Tenure{}, fmt.Errorf("read the holder's remaining time: %w", err)
-		}
-		if ok {
-			break
-		}
-		// The holder's etcd lease ended or changed after the transaction
-		// read it: look again, with the lease already granted.
-		remaining = time.Second
+		// The holder's etcd lease ended after the transaction read it:
+		// look again, with the lease already in hand.
 	}
-	s.revokes.revoke(ctx, g.ID)
+}
+
+// unused disposes of a lease that no key was put on: back to the pool
+// when it is fresh from its grant or keep-alive after the call began,
+// else revoked.
+func (s *store) unused(ctx context.Context, l tenureLease) {
+	if l.pooled {
+		s.revokes.revoke(ctx, l.id)
+		s.usedUp(l)
+		return
+	}
+	s.pool.give(l.sec, l.pooledLease)
+}
+
+// usedUp tells the pool that a lease it gave is gone from it for good.
+func (s *store) usedUp(l tenureLease) {
+	if l.fromPool {
+		s.pool.usedUp(l.sec)
+	}
+}
+
+// readHolder is Acquire of a name last seen held by another owner: it
+// reads the key (a linearizable read, no raft write) and, if another
+// owner still holds it, returns that holder with busy true. busy is false
+// when the name is free or owner's, or its holder's lease ended while
+// being read: then Acquire goes on to write.
+func (s *store) readHolder(ctx context.Context, name, owner string) (t driver.Tenure, busy bool, err error) {
+	kv, err := s.reads.get(ctx, s.key(name))
+	if err != nil {
+		return driver.Tenure{}, false, err
+	}
+	if kv == nil || string(kv.Value) == owner {
+		return driver.Tenure{}, false, nil
+	}
+	return s.holder(ctx, name, kv)
+}
+
+// holder returns the tenure kv, a key another owner holds, with the time
+// its etcd lease has left, and remembers the name as held until then.
+// busy is false if that lease ended meanwhile.
+func (s *store) holder(ctx context.Context, name string, kv *mvccpb.KeyValue) (t driver.Tenure, busy bool, err error) {
+	if kv.Lease == int64(clientv3.NoLease) {
+		return driver.Tenure{}, false, fmt.Errorf("key %q has no etcd lease: another program writes under the prefix %q", kv.Key, s.prefix)
+	}
+	remaining, ok, err := s.remaining(ctx, clientv3.LeaseID(kv.Lease))
+	if err != nil {
+		return driver.Tenure{}, false, fmt.Errorf("read the holder's remaining time: %w", err)
+	}
+	if !ok {
+		return driver.Tenure{}, false, nil
+	}
+	s.known.heldUntil(name, time.Now().Add(remaining))
 	return driver.Tenure{
 		Name:      name,
-		Owner:     string(holder.Value),
-		Token:     uint64(holder.CreateRevision),
+		Owner:     string(kv.Value),
+		Token:     uint64(kv.CreateRevision),
 		Remaining: remaining,
-	}, nil
+	}, true, nil
 }
+
+// tenureLease is the etcd lease a call puts a tenure on.
+type tenureLease struct {
+	pooledLease pooled
+	sec         int64 // the requested TTL, whole seconds: the pool's class
+	// fromPool says the lease came from the pool, so that using it up
+	// starts a refill.
+	fromPool bool
+	// pooled says the lease came from the pool and has not been kept
+	// alive since: the transaction that uses it needs a keep-alive
+	// alongside.
+	pooled bool
+	id     clientv3.LeaseID
+	ttl    int64
+}
+
+// leaseFor returns a lease for a tenure of ttl that starts at start: one
+// from the pool, or one granted now.
+func (s *store) leaseFor(ctx context.Context, ttl time.Duration, start time.Time) (tenureLease, error) {
+	sec := ttlSeconds(ttl)
+	if p, ok := s.pool.take(sec, start); ok {
+		return tenureLease{pooledLease: p, sec: sec, fromPool: true, pooled: true, id: p.id, ttl: p.ttl}, nil
+	}
+	return s.grantFor(ctx, ttl, start)
+}
+
+// grantFor grants a lease for a tenure of ttl that starts at start.
+func (s *store) grantFor(ctx context.Context, ttl time.Duration, start time.Time) (tenureLease, error) {
+	sec := ttlSeconds(ttl)
+	g, err := s.grantSeconds(ctx, sec)
+	if err != nil {
+		return tenureLease{}, fmt.Errorf("grant etcd lease: %w", err)
+	}
+	return tenureLease{pooledLease: pooled{id: g.ID, ttl: g.TTL, fresh: start}, sec: sec, id: g.ID, ttl: g.TTL}, nil
+}
+
+// commit commits If(cmps).Then(then).Else(els) on key, a transaction that
+// may put key on l (shared with concurrent calls' transactions, see
+// writer), and, when l came from the pool, sends a keep-alive of l on the
+// keep-alive stream at the same time, and waits for both. kaErr is the keep-alive's failure, or a
+// lease that etcd no longer has: a tenure the transaction put on l is then
+// not known to last its ttl. When both succeed, l lasts its TTL from a
+// moment after the call began.
+//
+// The caller holds a turn to write (see write).
+func (s *store) commit(ctx context.Context, l *tenureLease, key string, cmps []clientv3.Cmp, then, els []clientv3.Op) (resp *clientv3.TxnResponse, kaErr, err error) {
+	if !l.pooled {
+		resp, err := s.writes.txn(ctx, key, cmps, then, els)
+		return resp, nil, err
+	}
+	sent := time.Now()
+	ka := s.keeper.start(ctx, []clientv3.LeaseID{l.id})
+	resp, err = s.writes.txn(ctx, key, cmps, then, els)
+	switch ttls, err := ka.wait(); {
+	case err != nil:
+		kaErr = fmt.Errorf("keep-alive of etcd lease %x: %w", l.id, err)
+	case ttls[0] == 0:
+		kaErr = fmt.Errorf("etcd lease %x: %w", l.id, errLeaseGone)
+	default:
+		l.ttl = ttls[0]
+	}
+	if kaErr == nil {
+		l.pooled = false
+		l.pooledLease.fresh, l.pooledLease.ttl = sent, l.ttl
+	}
+	return resp, kaErr, err
+}
+
+// errLeaseGone reports a lease that etcd no longer has when a call needed
+// it alive.
+var errLeaseGone = errors.New("the lease ended while in use (etcd no longer has it)")

@@ -18,22 +18,42 @@ import (
 const expiryLag = 750 * time.Millisecond
 
 // TestConformance runs the contract's suite against the shared server:
-// the embedded one, or LEASE_TEST_ETCD's.
+// the embedded one, or LEASE_TEST_ETCD's. The suite's fault cases reach
+// it through a TCP proxy in front of its first endpoint (Addr), with
+// Lockers opened on the proxy's address (NewAt).
+//
+// What the lost-reply cases lose on etcd: the proxy swallows the first
+// bytes the server sends after the request and resets the connection.
+// gRPC carries every call, and the keep-alive streams, on one HTTP/2
+// connection, and etcd's gRPC server often sends a PING (its flow-control
+// estimate) as soon as a request's data arrives, before it answers; so
+// the bytes lost are sometimes that PING, and the reset then cancels a
+// request etcd has not applied yet. Measured over 20 Releases, on the
+// embedded and on a real etcd: 15-16 applied and answered with an error,
+// 3-4 not applied and answered with an error, 1 sent again by etcd's
+// client because the reset came before the request left, and applied.
+// The cases still check what they promise (never ErrLost, and the store
+// agrees with the answer), but not always with a reply lost after the
+// request was applied; TestReleaseWhoseReplyIsLostIsNotErrLost loses
+// exactly that reply.
 func TestConformance(t *testing.T) {
 	ttl := shortestTTL(t, testEndpoints)
-	prefix := randomPrefix()
-	u := "etcd://" + strings.Join(testEndpoints, ",") + "?prefix=" + url.QueryEscape(prefix)
+	query := "?prefix=" + url.QueryEscape(randomPrefix())
+	open := func(t testing.TB, endpoints string) lease.Locker {
+		u := "etcd://" + endpoints + query
+		l, err := lease.Open(context.Background(), u)
+		if err != nil {
+			t.Fatalf("lease.Open(%q): %v", u, err)
+		}
+		return l
+	}
 	conformance.Run(t, conformance.Harness{
-		New: func(t testing.TB) lease.Locker {
-			l, err := lease.Open(context.Background(), u)
-			if err != nil {
-				t.Fatalf("lease.Open(%q): %v", u, err)
-			}
-			return l
-		},
+		New:         func(t testing.TB) lease.Locker { return open(t, strings.Join(testEndpoints, ",")) },
 		TTL:         ttl,
 		Granularity: time.Second,
 		ExpiryLag:   expiryLag,
+		Addr:        testEndpoints[0],
+		NewAt:       open,
 	})
 }
 

@@ -21,11 +21,52 @@
 // Every operation on a tenure is owner-checked: every write is one
 // transaction that compares the key's create revision (the Token) and
 // value (the owner) before it changes anything, and a keep-alive counts
-// only if a read after it finds the same tenure on the same lease. Unlike
-// concurrency.Mutex.Unlock, which deletes its key unconditionally (etcd
-// issue 22082), a Release or Renew that is retried, or comes from a holder
-// that lost its tenure, can never touch a later tenure: it returns an
-// error matching lease.ErrLost and changes nothing.
+// only if a read made in the same round trip finds the same tenure on the
+// same lease. Unlike concurrency.Mutex.Unlock, which deletes its key
+// unconditionally (etcd issue 22082), a Release or Renew that is retried,
+// or comes from a holder that lost its tenure, can never touch a later
+// tenure: it returns an error matching lease.ErrLost and changes nothing.
+//
+// # Why every tenure has its own etcd lease
+//
+// A tenure lives exactly as long as its etcd lease: etcd ends a key only
+// by ending the lease it is attached to. So tenures cannot share a lease,
+// as the keys of a concurrency.Session do: renewing one would extend the
+// others, and a tenure whose holder stopped renewing would live on as
+// long as any other on its lease is renewed (the Locker could delete it
+// when its ttl ran out, but by its own clock, and not at all if it
+// crashed). Nor can a released tenure's lease carry the next tenure: a
+// Renew of the old tenure already under way (from this process or any
+// other) would keep the lease alive for the new one, which would then
+// outlive its own ttl. So each tenure gets a lease granted for it, and
+// revoked when it ends: a cycle of Acquire and Release is four raft
+// writes (grant, put, delete, revoke) where concurrency.Mutex, whose
+// session lease serves every lock, needs two. The Locker keeps the grant
+// and the revocation off the caller's path, so Acquire and Release are
+// one round trip each.
+//
+// # Requests ahead of and behind the caller
+//
+// The Locker keeps a small pool of leases granted ahead of use, per TTL,
+// refilled as Acquires use them up, so that Acquire is one transaction
+// (with a keep-alive of the pooled lease on the keep-alive stream
+// alongside, so that the tenure lasts ttl from the Acquire however long
+// the lease waited). It keeps a few LeaseKeepAlive streams open, so that
+// a keep-alive is one message and not a new stream. It remembers the lease
+// of each tenure it acquired or renewed, so that Renew can send its
+// keep-alive and its check at once, and the names it found held by
+// another owner, so that the next Acquire of such a name reads before it
+// writes: until the holder's time is up, a busy Acquire writes nothing to
+// etcd's log. The owner-checked transactions of concurrent calls share one
+// etcd transaction (each nested, with its own comparisons and answer), and
+// so do their reads.
+//
+// Behind the caller, after the call has its answer: the revocation of a
+// lease that no tenure uses any more, and the grant that refills the pool.
+// They run in the background, bounded in time and number, so a cluster
+// that stops answering after the decisive request cannot hold a call past
+// its context; Close revokes the pool's spare leases and waits for the
+// revocations under way.
 //
 // # Time
 //
@@ -54,37 +95,71 @@
 //
 // # Round trips
 //
-//	Acquire, free name or new tenure    2  (LeaseGrant, Txn)
-//	Acquire, re-entrant                 3  (LeaseGrant, Txn, LeaseRevoke* of the old lease)
-//	Acquire, held by another owner      4  (LeaseGrant, Txn, LeaseTimeToLive, LeaseRevoke*)
-//	Renew, same ttl                     3  (Txn read, LeaseKeepAlive, Txn read); no write
-//	Renew, another ttl                  5  (Txn read, LeaseKeepAlive, LeaseGrant, Txn, LeaseRevoke*)
-//	Renew of a lost tenure              1  (Txn read); 3 if its lease expired just before
-//	Release                             2  (Txn, LeaseRevoke*)
-//	Release of a lost tenure            1  (Txn)
-//	Inspect                             2  (Range, LeaseTimeToLive); 1 when free
+// Counted by TestRoundTrips and TestRenewBatchRoundTrips, which hold the
+// requests back wave by wave to see which go out before any is answered.
+// A keep-alive is one message on an open stream; requests marked * run in
+// the background, after the call has its answer.
+//
+//	Acquire, free name                  1  Txn + keep-alive; LeaseGrant* (pool refill)
+//	Acquire, free name, pool empty      2  LeaseGrant, then Txn
+//	Acquire, re-entrant                 1  Txn + keep-alive; LeaseRevoke* (old lease), LeaseGrant*
+//	Acquire, held by another owner      2  Txn + keep-alive, then LeaseTimeToLive; no write
+//	  again, until the holder's time    2  Range (in a read-only Txn), then LeaseTimeToLive;
+//	    is up                              no raft entry at all
+//	Renew, same ttl                     1  keep-alive + read-only Txn; no write
+//	Renew, tenure acquired elsewhere    2  read-only Txn, then keep-alive; no write
+//	Renew, another ttl                  1  Txn + keep-alive; LeaseRevoke*, LeaseGrant*
+//	Renew of a lost tenure              1  Txn (or keep-alive + read-only Txn)
+//	RenewBatch of n tenures             1  n keep-alives + ⌈n/128⌉ read-only Txns
+//	                                       (2 for tenures acquired elsewhere)
+//	Release                             1  Txn; LeaseRevoke*
+//	Release of a lost tenure            1  Txn
+//	Inspect                             2  Range, then LeaseTimeToLive; 1 when free
 //	List                                1 + one LeaseTimeToLive per tenure
-//	ForceRelease                        3  (DeleteRange, LeaseTimeToLive, LeaseRevoke*)
+//	ForceRelease                        2  DeleteRange, then LeaseTimeToLive; LeaseRevoke*
 //
-// A LeaseRevoke marked * is sent after the call has its answer, in the
-// background: the call returns without waiting for it, so a cluster that
-// stops answering after the decisive request cannot hold a call past its
-// context. Each such revocation is bounded by two seconds, and Close waits
-// for the ones under way, so none outlives the Locker.
+// "Txn" is the call's own transaction; concurrent calls' transactions and
+// reads are sent together (see above), so under load there are fewer.
 //
-// Renew keeps the tenure's etcd lease alive between two owner-checked
-// reads, so a holder that renews with the ttl it acquired with (as
-// lease.Run does) writes nothing to etcd's log. etcd refuses to keep an
-// expired lease alive, so Renew never revives an expired tenure. A
-// keep-alive restarts a lease with the TTL it was granted, so a Renew
-// with a ttl that needs another TTL moves the key onto a new etcd lease.
-// No etcd lease outlives its tenure: Release, Renew and re-entrant
-// Acquire revoke the lease they leave behind, and a refused Acquire or
-// Renew revokes the one it granted (in the background, see above). The exceptions are failures without
-// an answer, where the etcd lease concerned is left to expire after its
-// TTL: revoking a lease that a lost Acquire or Renew may have attached
-// could end a tenure whose holder still trusts its Deadline, and it is a
-// Release's reply that names the lease to revoke.
+// Renew keeps the tenure's etcd lease alive, so a holder that renews with
+// the ttl it acquired with (as lease.Run does) writes nothing to etcd's
+// log. etcd refuses to keep an expired lease alive, so Renew never revives
+// an expired tenure. A keep-alive restarts a lease with the TTL it was
+// granted, so a Renew with a ttl that needs another TTL moves the key onto
+// a new etcd lease. No etcd lease outlives its tenure: Release, Renew and
+// re-entrant Acquire revoke the lease they leave behind. The exceptions are
+// failures without an answer, where the etcd lease concerned is left to
+// expire after its TTL: revoking a lease that a lost Acquire or Renew may
+// have attached could end a tenure whose holder still trusts its Deadline,
+// and it is a Release's reply that names the lease to revoke.
+//
+// # Many leases
+//
+// RenewBatch (which lease.Run's renewer uses for every Run on a Locker)
+// renews any number of tenures in one round trip: each still has its own
+// etcd lease (see above), so the keep-alives are one message per tenure,
+// sent back to back over the Locker's keep-alive streams, with the reads
+// that check the tenures in transactions of 128 reads each, all at once.
+// Bursts of writes queue in the Locker rather than in etcd, which refuses
+// proposals ("etcdserver: too many requests") once thousands wait to be
+// applied: at most 64 calls that grant or write are under way at once. A
+// small queue on etcd's side also keeps renewals fast during a burst of
+// Acquires: a linearizable read (the check of a renewal) waits until etcd
+// has applied every write committed before it.
+//
+// # Restarts
+//
+// etcd keeps its leases on disk, and the member that becomes leader (after
+// a restart of the cluster, or when the leader fails) restarts every
+// lease's TTL. So a tenure survives a restart or a change of leader, and
+// one nobody renews ends about its TTL after the new leader took over:
+// later than it would have, never earlier, so no other owner gets the
+// name before its holder's Deadline. While the cluster is down or without
+// a leader, calls fail as store errors by their context's deadline; a
+// holder that renews before its Deadline (lease.Run retries) keeps its
+// tenure and its Token. Tokens keep growing across restarts: revisions
+// are on disk too. TestRestartKeepsTenures and TestLeaderKillKeepsTenures
+// show it.
 //
 // # Errors
 //
@@ -136,7 +211,8 @@
 // both believe they hold a lease; a fenced system that refuses tokens
 // smaller than the largest it has seen then refuses the new holders'
 // writes (safe, but the work stops) until their tokens pass the old ones,
-// or until its high-water mark is reset.
+// or until its high-water mark is reset. The holders of the lost tenures
+// get lease.ErrLost from their next Renew (TestWipedDataTokensGoBack).
 //
 // The Locker does not floor its tokens against this. A floor must outlive
 // the data it protects, and etcd offers nothing outside its data: a floor

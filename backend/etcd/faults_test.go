@@ -3,13 +3,12 @@ package etcdlease
 import (
 	"context"
 	"errors"
-	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/internal/faultproxy"
 	"go.uber.org/goleak"
 )
 
@@ -68,6 +67,25 @@ func unanswering(t *testing.T) []struct{ what, addr string } {
 		{"a server that accepts and never answers", silentListener(t)},
 		{"a closed port", closedPort(t)},
 	}
+}
+
+// silentListener returns the address of a server that accepts
+// connections and never sends a byte: a fault proxy in front of the test
+// server, stalled both ways from the start, closed when t ends.
+func silentListener(t testing.TB) string {
+	t.Helper()
+	p := faultproxy.StartT(t, testEndpoints[0])
+	p.Stall(faultproxy.Both)
+	return p.Addr()
+}
+
+// closedPort returns an address that refuses connections: a fault proxy
+// that stopped listening, closed when t ends.
+func closedPort(t testing.TB) string {
+	t.Helper()
+	p := faultproxy.StartT(t, testEndpoints[0])
+	p.Refuse()
+	return p.Addr()
 }
 
 // TestOpenFailsByItsDeadline (issue 9, defect 8): Open checks that the
@@ -204,55 +222,5 @@ func TestCleanupNeverHoldsTheCall(t *testing.T) {
 	}
 
 	w.unstall()
-	if got := len(leasesOf(t, l)); got != 1 {
-		t.Fatalf("once etcd answers again, %d etcd leases exist; want 1 (the tenure of \"busy\")", got)
-	}
-}
-
-// silentListener returns the address of a TCP listener that accepts
-// connections and never writes a byte: a store that hangs. The
-// connections are closed when t ends.
-func silentListener(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var conns []net.Conn
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	})
-	t.Cleanup(func() {
-		_ = ln.Close()
-		wg.Wait()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			_ = c.Close()
-		}
-	})
-	return ln.Addr().String()
-}
-
-// closedPort returns a loopback address nothing listens on: connecting is
-// refused.
-func closedPort(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
-	return addr
+	wantLeases(t, l, 1, "etcd answers again (the tenure of \"busy\" remains)")
 }

@@ -14,13 +14,19 @@ import (
 // three round trips. The next tenure's create revision, its Token, is
 // larger, as always.
 func (s *store) ForceRelease(ctx context.Context, name string) (driver.Tenure, bool, error) {
+	done, err := s.write(ctx)
+	if err != nil {
+		return driver.Tenure{}, false, err
+	}
 	r, err := s.client.Delete(ctx, s.key(name), clientv3.WithPrevKV())
+	done()
 	if err != nil {
 		return driver.Tenure{}, false, err
 	}
 	if len(r.PrevKvs) == 0 {
 		return driver.Tenure{}, false, nil
 	}
+	s.known.free(name)
 	kv := r.PrevKvs[0]
 	ended := driver.Tenure{Name: name, Owner: string(kv.Value), Token: uint64(kv.CreateRevision), Expires: time.Now().Round(0)}
 	// The key is gone whatever happens next: a failure to read its lease

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -19,20 +20,47 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// wire counts the requests a client sends, by gRPC method. It can make
-// the reply of the next request of a method get "lost" (the server
-// applies it, the caller sees an error), or fail the next request of a
-// method before it is sent.
+// wire counts the requests a client sends, by gRPC method, and the
+// keep-alives it sends on LeaseKeepAlive streams (as "KeepAlive"). It can
+// make the reply of the next request of a method get "lost" (the server
+// applies it, the caller sees an error), fail the next request of a
+// method before it is sent, stall a method, or hold requests back to see
+// which ones a call sends before it has any answer (waves).
 type wire struct {
 	mu    sync.Mutex
 	calls map[string]int
 	drop  map[string]int
 	fail  map[string]error
 	stuck map[string]chan struct{}
+
+	// While gated is set, requests of those methods wait for release,
+	// recorded in held.
+	gated   map[string]bool
+	held    []string
+	release chan struct{}
 }
 
 func newWire() *wire {
 	return &wire{calls: map[string]int{}, drop: map[string]int{}, fail: map[string]error{}, stuck: map[string]chan struct{}{}}
+}
+
+// hold records a request of method and, while method is gated, waits for
+// the test to release it (or for ctx to end).
+func (w *wire) hold(ctx context.Context, method string) error {
+	w.mu.Lock()
+	if !w.gated[method] {
+		w.mu.Unlock()
+		return nil
+	}
+	w.held = append(w.held, method)
+	rel := w.release
+	w.mu.Unlock()
+	select {
+	case <-rel:
+		return nil
+	case <-ctx.Done():
+		return status.FromContextError(ctx.Err()).Err()
+	}
 }
 
 func (w *wire) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
@@ -45,6 +73,9 @@ func (w *wire) unary(ctx context.Context, method string, req, reply any, cc *grp
 	w.mu.Unlock()
 	if failure != nil {
 		return failure
+	}
+	if err := w.hold(ctx, short); err != nil {
+		return err
 	}
 	if stuck != nil {
 		select {
@@ -70,7 +101,140 @@ func (w *wire) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Clien
 	w.mu.Lock()
 	w.calls["stream:"+short]++
 	w.mu.Unlock()
-	return streamer(ctx, desc, cc, method, opts...)
+	cs, err := streamer(ctx, desc, cc, method, opts...)
+	if err != nil || short != "LeaseKeepAlive" {
+		return cs, err
+	}
+	return &countedStream{ClientStream: cs, w: w}, nil
+}
+
+// countedStream counts the keep-alives sent on a LeaseKeepAlive stream.
+// While they are gated, it lets them go out, and holds back their answers
+// until the test releases them: so a call's keep-alives can all go out
+// before any is answered, as they do.
+type countedStream struct {
+	grpc.ClientStream
+	w *wire
+
+	mu      sync.Mutex
+	answers []chan struct{} // per keep-alive sent, in order: the release its answer waits for
+}
+
+func (s *countedStream) SendMsg(m any) error {
+	w := s.w
+	w.mu.Lock()
+	w.calls["KeepAlive"]++
+	failure := w.fail["KeepAlive"]
+	delete(w.fail, "KeepAlive")
+	var rel chan struct{}
+	if w.gated["KeepAlive"] {
+		w.held = append(w.held, "KeepAlive")
+		rel = w.release
+	}
+	w.mu.Unlock()
+	if failure != nil {
+		return failure
+	}
+	s.mu.Lock()
+	s.answers = append(s.answers, rel)
+	s.mu.Unlock()
+	return s.ClientStream.SendMsg(m)
+}
+
+func (s *countedStream) RecvMsg(m any) error {
+	err := s.ClientStream.RecvMsg(m)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	var rel chan struct{}
+	if len(s.answers) > 0 {
+		rel = s.answers[0]
+		s.answers = s.answers[1:]
+	}
+	s.mu.Unlock()
+	if rel != nil {
+		select {
+		case <-rel:
+		case <-s.Context().Done():
+			return status.FromContextError(s.Context().Err()).Err()
+		}
+	}
+	return nil
+}
+
+// waves runs op with the requests of the methods in want held back, and
+// checks that op sends them in the waves want lists: every request of a
+// wave goes out before any of them is answered (held back), and the next
+// wave only once they are. Requests of other methods (the background
+// grants and revocations) pass. It returns op's error.
+func (w *wire) waves(t testing.TB, op func() error, want ...[]string) error {
+	t.Helper()
+	gated := map[string]bool{}
+	for _, wave := range want {
+		for _, m := range wave {
+			gated[m] = true
+		}
+	}
+	w.mu.Lock()
+	w.gated, w.held, w.release = gated, nil, make(chan struct{})
+	w.mu.Unlock()
+	defer func() {
+		w.mu.Lock()
+		w.gated = nil
+		close(w.release)
+		w.mu.Unlock()
+	}()
+	errc := make(chan error, 1)
+	go func() { errc <- op() }()
+	for i, wave := range want {
+		exp := slices.Sorted(slices.Values(wave))
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			w.mu.Lock()
+			got := slices.Sorted(slices.Values(w.held))
+			w.mu.Unlock()
+			if slices.Equal(got, exp) {
+				break
+			}
+			if len(got) > len(exp) || time.Now().After(deadline) {
+				t.Fatalf("wave %d: the call sent %v before any of them was answered; want %v", i+1, got, exp)
+			}
+			select {
+			case err := <-errc:
+				t.Fatalf("wave %d: the call returned (%v) after sending %v; want %v", i+1, err, got, exp)
+			case <-time.After(time.Millisecond):
+			}
+		}
+		// Nothing more goes out while these wait.
+		time.Sleep(20 * time.Millisecond)
+		w.mu.Lock()
+		if len(w.held) != len(exp) {
+			got := slices.Sorted(slices.Values(w.held))
+			w.mu.Unlock()
+			t.Fatalf("wave %d: the call sent %v before any of them was answered; want %v", i+1, got, exp)
+		}
+		w.held = nil
+		close(w.release)
+		w.release = make(chan struct{})
+		w.mu.Unlock()
+	}
+	select {
+	case err := <-errc:
+		w.mu.Lock()
+		extra := w.held
+		w.mu.Unlock()
+		if len(extra) > 0 {
+			t.Fatalf("after %d waves the call also sent %v", len(want), extra)
+		}
+		return err
+	case <-time.After(10 * time.Second):
+		w.mu.Lock()
+		extra := w.held
+		w.mu.Unlock()
+		t.Fatalf("the call did not return after %d waves (it also sent %v)", len(want), extra)
+		return nil
+	}
 }
 
 // dropNext makes the reply of the next request of method (e.g. "Txn") get

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/leasekit/lease/driver"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -20,6 +21,11 @@ func (s *store) intact(t driver.Tenure) []clientv3.Cmp {
 	}
 }
 
+// isIntact reports whether kv, as read, is the key of the tenure t.
+func isIntact(kv *mvccpb.KeyValue, t driver.Tenure) bool {
+	return kv != nil && kv.CreateRevision == int64(t.Token) && string(kv.Value) == t.Owner
+}
+
 // renewRetries is how many keep-alives Renew tries when concurrent calls
 // of the same owner keep moving the tenure onto other etcd leases, before
 // it moves the tenure onto a new lease itself.
@@ -27,49 +33,114 @@ const renewRetries = 3
 
 // Renew implements driver.Store.
 //
-// It reads the tenure's etcd lease in a transaction that checks the tenure
-// is intact (create revision = Token, value = owner), refreshes that lease
-// with a keep-alive, and checks again that the key is still intact and on
-// that lease: three round trips and no write to etcd's log. etcd refuses
-// to keep an expired lease alive, so an expired tenure is never revived.
+// A Renew with the ttl the tenure's etcd lease was granted for keeps that
+// lease alive, which writes nothing to etcd's log; etcd refuses to keep an
+// expired lease alive, so an expired tenure is never revived. When the
+// Locker knows the tenure's lease (it acquired or renewed the tenure
+// before), the keep-alive goes out on the keep-alive stream at the same
+// time as a read of the key that checks the tenure is intact (create
+// revision = Token, value = owner) and still on that lease: one round
+// trip. The reads of concurrent Renews share read-only transactions (see
+// reader). Otherwise a read-only transaction that checks the tenure is
+// intact first finds the lease, then the keep-alive follows: two.
+//
+// Keeping the lease alive before the check is safe because every tenure
+// has an etcd lease of its own, which never carries another tenure: if the
+// check fails, the keep-alive restarted a lease that holds nothing, or
+// that is about to be revoked.
 //
 // A keep-alive restarts a lease with the TTL it was granted; when ttl
-// needs another (whole-second) TTL, Renew then grants a new etcd lease,
-// moves the key onto it in a transaction that checks the tenure is intact,
-// and revokes the old one: five round trips.
+// needs another (whole-second) TTL, Renew takes a lease of that TTL from
+// the pool and moves the key onto it in a transaction that checks the
+// tenure is intact, then revokes the old lease.
 //
 // If the tenure is not intact it returns ok false and changes nothing.
 func (s *store) Renew(ctx context.Context, t driver.Tenure, ttl time.Duration) (driver.Tenure, bool, error) {
 	start := time.Now()
+	want := s.grantedTTL(ttl)
+	l, ok := s.known.lease(t)
+	if !ok {
+		return s.renewSlow(ctx, t, ttl, start)
+	}
+	if l.ttl != want {
+		return s.move(ctx, t, ttl, start)
+	}
+	ka := s.keeper.start(ctx, []clientv3.LeaseID{l.id})
+	kv, err := s.reads.get(ctx, s.key(t.Name))
+	k := result(ka.wait())
+	if err != nil {
+		return driver.Tenure{}, false, err
+	}
+	if !isIntact(kv, t) {
+		s.known.forget(t)
+		return driver.Tenure{}, false, nil
+	}
+	if kv.Lease != int64(l.id) {
+		// Intact, on another lease: a Locker of the same owner moved it.
+		return s.renewSlow(ctx, t, ttl, start)
+	}
+	if k.err != nil {
+		return driver.Tenure{}, false, k.err
+	}
+	if k.ttl == 0 {
+		// The lease ended after the check: the tenure expired, was
+		// released, or moved onto another lease. Look again.
+		return s.renewSlow(ctx, t, ttl, start)
+	}
+	renewed := held(t.Name, t.Owner, int64(t.Token), start, k.ttl)
+	s.known.remember(renewed, l.id, k.ttl)
+	return renewed, true, nil
+}
+
+// kaResult is the answer to one keep-alive: the lease's granted TTL, 0
+// when etcd no longer has the lease, or err.
+type kaResult struct {
+	ttl int64
+	err error
+}
+
+func (s *store) keepAliveOne(ctx context.Context, id clientv3.LeaseID) kaResult {
+	return result(s.keeper.keepAlive(ctx, []clientv3.LeaseID{id}))
+}
+
+// result is the kaResult of a keep-alive of one lease.
+func result(ttls []int64, err error) kaResult {
+	if err != nil {
+		return kaResult{err: fmt.Errorf("keep-alive: %w", err)}
+	}
+	return kaResult{ttl: ttls[0]}
+}
+
+// renewSlow is Renew of a tenure whose etcd lease the Locker does not
+// know: it reads the lease in a read-only transaction that checks the
+// tenure is intact, then keeps that lease alive.
+func (s *store) renewSlow(ctx context.Context, t driver.Tenure, ttl time.Duration, start time.Time) (driver.Tenure, bool, error) {
 	for range renewRetries {
 		id, ok, err := s.leaseOf(ctx, t)
-		if err != nil || !ok {
+		if err != nil {
 			return driver.Tenure{}, false, err
 		}
-		ka, err := s.client.KeepAliveOnce(ctx, id)
-		if isLeaseNotFound(err) {
+		if !ok {
+			s.known.forget(t)
+			return driver.Tenure{}, false, nil
+		}
+		k := s.keepAliveOne(ctx, id)
+		if k.err != nil {
+			return driver.Tenure{}, false, k.err
+		}
+		if k.ttl == 0 {
 			// The etcd lease ended after the read: it expired (etcd
 			// answers once the key is deleted), the tenure was released,
 			// or a concurrent re-entrant Acquire or Renew moved the
 			// tenure onto a new lease. Look again.
 			continue
 		}
-		if err != nil {
-			return driver.Tenure{}, false, fmt.Errorf("keep-alive: %w", err)
-		}
-		if ka.TTL != s.grantedTTL(ttl) {
+		if k.ttl != s.grantedTTL(ttl) {
 			return s.move(ctx, t, ttl, start)
 		}
-		// The keep-alive counts only if the key was still on that lease
-		// after it.
-		now, ok, err := s.leaseOf(ctx, t)
-		if err != nil || !ok {
-			return driver.Tenure{}, false, err
-		}
-		if now == id {
-			return held(t.Name, t.Owner, int64(t.Token), start, ka.TTL), true, nil
-		}
-		// A concurrent Renew moved the tenure onto another lease: again.
+		renewed := held(t.Name, t.Owner, int64(t.Token), start, k.ttl)
+		s.known.remember(renewed, id, k.ttl)
+		return renewed, true, nil
 	}
 	// Concurrent calls kept moving the tenure between etcd leases: settle
 	// it with one owner-checked transaction.
@@ -77,7 +148,7 @@ func (s *store) Renew(ctx context.Context, t driver.Tenure, ttl time.Duration) (
 }
 
 // leaseOf returns the etcd lease of the tenure t, with ok false if the
-// tenure is not intact.
+// tenure is not intact. The transaction only reads.
 func (s *store) leaseOf(ctx context.Context, t driver.Tenure) (id clientv3.LeaseID, ok bool, err error) {
 	r, err := s.client.Txn(ctx).If(s.intact(t)...).Then(clientv3.OpGet(s.key(t.Name))).Commit()
 	if err != nil {
@@ -94,29 +165,42 @@ func (s *store) leaseOf(ctx context.Context, t driver.Tenure) (id clientv3.Lease
 }
 
 // move renews the tenure t for a ttl its etcd lease was not granted: it
-// grants a new etcd lease and, in one transaction that checks the tenure
-// is intact, moves the key onto it, then revokes the old lease.
+// takes a lease of that ttl (from the pool, kept alive alongside, or
+// granted now) and, in one transaction that checks the tenure is intact,
+// moves the key onto it, then revokes the old lease.
 func (s *store) move(ctx context.Context, t driver.Tenure, ttl time.Duration, start time.Time) (driver.Tenure, bool, error) {
-	g, err := s.grant(ctx, ttl)
+	done, err := s.write(ctx)
 	if err != nil {
-		return driver.Tenure{}, false, fmt.Errorf("grant etcd lease: %w", err)
+		return driver.Tenure{}, false, err
 	}
-	resp, err := s.client.Txn(ctx).
-		If(s.intact(t)...).
-		Then(clientv3.OpPut(s.key(t.Name), t.Owner, clientv3.WithLease(g.ID), clientv3.WithPrevKV())).
-		Commit()
+	defer done()
+	l, err := s.leaseFor(ctx, ttl, start)
+	if err != nil {
+		return driver.Tenure{}, false, err
+	}
+	key := s.key(t.Name)
+	resp, kaErr, err := s.commit(ctx, &l, key, s.intact(t),
+		[]clientv3.Op{clientv3.OpPut(key, t.Owner, clientv3.WithLease(l.id), clientv3.WithPrevKV())}, nil)
 	if err != nil {
 		// The new lease is left to expire: the put may have been applied.
+		s.usedUp(l)
 		return driver.Tenure{}, false, err
 	}
 	if !resp.Succeeded {
-		s.revokes.revoke(ctx, g.ID)
+		s.unused(ctx, l)
+		s.known.forget(t)
 		return driver.Tenure{}, false, nil
+	}
+	s.usedUp(l)
+	if kaErr != nil {
+		return driver.Tenure{}, false, kaErr
 	}
 	if prev := resp.Responses[0].GetResponsePut().GetPrevKv(); prev != nil {
 		s.revokes.revoke(ctx, clientv3.LeaseID(prev.Lease))
 	}
-	return held(t.Name, t.Owner, int64(t.Token), start, g.TTL), true, nil
+	renewed := held(t.Name, t.Owner, int64(t.Token), start, l.ttl)
+	s.known.remember(renewed, l.id, l.ttl)
+	return renewed, true, nil
 }
 
 // Release implements driver.Store.
@@ -127,22 +211,23 @@ func (s *store) move(ctx context.Context, t driver.Tenure, ttl time.Duration, st
 // tenure's etcd lease after the call returns. If the tenure is not intact
 // it changes nothing and returns false.
 //
-// The transaction is sent once: etcd's client resends a transaction only
-// when it was never sent or the server refused it unapplied (see the
+// The transaction is sent once (it may share a transaction with
+// concurrent calls', see writer): etcd's client resends a transaction
+// only when it was never sent or the server refused it unapplied (see the
 // package documentation), so a reply lost in the network is an error, and
 // never a false that a resend, finding the tenure already gone, would
 // report.
 func (s *store) Release(ctx context.Context, t driver.Tenure) (bool, error) {
-	resp, err := s.client.Txn(ctx).
-		If(s.intact(t)...).
-		Then(clientv3.OpDelete(s.key(t.Name), clientv3.WithPrevKV())).
-		Commit()
+	key := s.key(t.Name)
+	resp, err := s.writes.txn(ctx, key, s.intact(t), []clientv3.Op{clientv3.OpDelete(key, clientv3.WithPrevKV())}, nil)
 	if err != nil {
 		return false, err
 	}
+	s.known.forget(t)
 	if !resp.Succeeded {
 		return false, nil
 	}
+	s.known.free(t.Name)
 	for _, prev := range resp.Responses[0].GetResponseDeleteRange().GetPrevKvs() {
 		s.revokes.revoke(ctx, clientv3.LeaseID(prev.Lease))
 	}
