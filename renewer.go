@@ -78,7 +78,7 @@ func startRenewing(l Locker, j *renewJob) (stop func()) {
 		go r.loop()
 	}
 	r.mu.Lock()
-	j.next = time.Now().Add(jitter(j.every))
+	j.next = j.nextAfter(j.h.get())
 	r.jobs[j] = struct{}{}
 	r.mu.Unlock()
 	renewersMu.Unlock()
@@ -114,6 +114,16 @@ func startRenewing(l Locker, j *renewJob) (stop func()) {
 func comparable(l Locker) bool {
 	t := reflect.TypeOf(l)
 	return t != nil && t.Comparable()
+}
+
+// nextAfter is when the renewal after one that granted l falls due: every
+// (±10%) after the request that granted it was sent, which is where l's
+// Deadline is counted from. A grant that took long to answer (a queue of
+// Acquires on a busy store) is renewed sooner, not every after its answer,
+// which could be past its Deadline.
+func (j *renewJob) nextAfter(l Lease) time.Time {
+	sent := l.Deadline.Add(-(j.ttl - DriftMargin(j.ttl)))
+	return sent.Add(jitter(j.every))
 }
 
 // jitter spreads renewals over ±10% of every, so that Runs started
@@ -211,7 +221,7 @@ func (r *renewer) renew(chunk []*renewJob) {
 		case res.Err == nil:
 			j.h.set(res.Lease)
 			j.renewed(res.Lease)
-			j.next = now.Add(jitter(j.every))
+			j.next = j.nextAfter(res.Lease)
 			j.log.log(slog.LevelDebug, "lease renewed", slog.Duration("lease.slack", reqs[i].Lease.Deadline.Sub(now)))
 		case errors.Is(res.Err, ErrLost):
 			j.over = true

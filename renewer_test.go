@@ -124,3 +124,21 @@ func TestRenewalsKeepTheirOwnTTLAndInterval(t *testing.T) {
 		}
 	})
 }
+
+func TestRenewalIsDueFromWhenTheGrantWasSent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// The grant takes 70% of the ttl to come back: renewing a third of
+		// the ttl after the answer would come after the Deadline.
+		err := lease.Run(context.Background(), lateAcquire{memory.New(), 2100 * time.Millisecond}, "job", 3*time.Second, func(ctx context.Context) error {
+			select {
+			case <-time.After(5 * time.Second):
+				return nil
+			case <-ctx.Done():
+				return context.Cause(ctx)
+			}
+		})
+		if err != nil {
+			t.Fatalf("Run = %v; a slow grant must be renewed before its Deadline", err)
+		}
+	})
+}
