@@ -71,7 +71,10 @@ func TestRestartWithoutPersistence(t *testing.T) {
 		op string
 		fn func(context.Context) error
 	}{
-		{"Acquire", func(ctx context.Context) error { _, err := l.Acquire(ctx, "restart/a", "other", time.Minute); return err }},
+		{"Acquire", func(ctx context.Context) error {
+			_, err := l.Acquire(ctx, "restart/a", "other", time.Minute)
+			return err
+		}},
 		{"Renew", func(ctx context.Context) error { _, err := l.Renew(ctx, held[0], time.Minute); return err }},
 		{"Release", func(ctx context.Context) error { return l.Release(ctx, held[1]) }},
 		{"Inspect", func(ctx context.Context) error { _, err := l.Inspect(ctx, "restart/a"); return err }},
