@@ -273,6 +273,18 @@ func failCall(t testing.TB, call string, err error) {
 	t.Fatalf("%s: the store failed: %v", call, err)
 }
 
+// StoreError ends the case t as unable to judge the store, because the
+// store failed in a way the case does not test: for Harness.New or NewAt
+// when opening a Locker on the store fails (a refused connection, too many
+// clients). Under Check the case is then Errored with what and err as its
+// reason, not Failed; under Run its subtest fails saying the store failed.
+// An err that matches a lease sentinel is a broken promise, and fails the
+// case as t.Fatalf would.
+func StoreError(t testing.TB, what string, err error) {
+	t.Helper()
+	failCall(t, what, err)
+}
+
 // isStoreFailure reports whether err is the store failing (a refused
 // connection, a timeout, too many clients) rather than a lease outcome: not
 // nil, and matching none of the lease sentinels.

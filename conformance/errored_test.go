@@ -61,6 +61,26 @@ func TestCheckTellsAStoreFailureFromABrokenPromise(t *testing.T) {
 	// going red when its store is down.
 }
 
+// TestStoreErrorFromNewIsErrored: a Harness.New that cannot open the
+// store ends the case with StoreError, which Check reports as Errored.
+func TestStoreErrorFromNewIsErrored(t *testing.T) {
+	results := conformance.Check(t.Context(), conformance.Harness{
+		New: func(t testing.TB) lease.Locker {
+			conformance.StoreError(t, "opening the store", errDown)
+			return nil
+		},
+		TTL: 100 * time.Millisecond,
+	})
+	for _, r := range results {
+		if r.Outcome != conformance.Errored && r.Outcome != conformance.Skipped {
+			t.Errorf("%s: %s, want Errored (or Skipped) when New cannot open the store: %s", r.Case, r.Outcome, r.Reason)
+		}
+	}
+	if r := results[0]; r.Outcome != conformance.Errored || !strings.Contains(r.Reason, "opening the store") || !strings.Contains(r.Reason, errDown.Error()) {
+		t.Errorf("first case: %s %q, want Errored naming what failed and the error", r.Outcome, r.Reason)
+	}
+}
+
 // TestCheckCutShortIsNoVerdict: when Check's context ends while cases
 // run, what goes wrong in them after that is reported as Errored (or, for
 // cases not started, Skipped), never as a broken promise.
