@@ -9,8 +9,11 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"os"
+	"os/signal"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -203,10 +206,20 @@ func (g *globals) runCheck(ctx context.Context, o checkOptions) error {
 	}
 
 	start := time.Now()
-	runCtx, cancel := context.WithTimeoutCause(ctx, o.timeout, fmt.Errorf("the run took longer than --timeout %s", o.timeout))
+	// An interrupt ends the run, not the process, so that the leases the
+	// suite holds are still ended below; a second one kills it.
+	sigCtx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	runCtx, cancel := context.WithTimeoutCause(sigCtx, o.timeout, errors.New("timeout"))
 	results := conformance.Check(runCtx, h)
-	timedOut := runCtx.Err() != nil
+	cut := ""
+	switch {
+	case sigCtx.Err() != nil:
+		cut = "the run was interrupted"
+	case runCtx.Err() != nil:
+		cut = fmt.Sprintf("the run did not finish within --timeout %s", o.timeout)
+	}
 	cancel()
+	stop()
 	elapsed := time.Since(start)
 	for i := range results {
 		r := &results[i]
@@ -220,7 +233,7 @@ func (g *globals) runCheck(ctx context.Context, o checkOptions) error {
 	}
 	cleaned, cleanErr := c.cleanup(ctx)
 	c.closeAll()
-	return c.report(results, elapsed, timedOut, cleaned, cleanErr)
+	return c.report(results, elapsed, cut, cleaned, cleanErr)
 }
 
 // newLocker opens a Locker on raw for the suite, within --timeout, and
@@ -421,18 +434,18 @@ func (c *checker) mask(s string) string { return c.secret.Replace(s) }
 
 // checkJSON is lease check --json's output.
 type checkJSON struct {
-	Store    string      `json:"store"`
-	TTL      string      `json:"ttl"`
-	Prefix   string      `json:"prefix"`
-	Verdict  string      `json:"verdict"` // "pass", "fail" or "untested"
-	Passed   int         `json:"passed"`
-	Failed   int         `json:"failed"`
-	Skipped  int         `json:"skipped"`
-	Errored  int         `json:"errored"`
-	Seconds  float64     `json:"seconds"`
-	TimedOut bool        `json:"timed_out,omitempty"`
-	Cleanup  cleanupJSON `json:"cleanup"`
-	Results  []caseJSON  `json:"results"`
+	Store   string      `json:"store"`
+	TTL     string      `json:"ttl"`
+	Prefix  string      `json:"prefix"`
+	Verdict string      `json:"verdict"` // "pass", "fail" or "untested"
+	Passed  int         `json:"passed"`
+	Failed  int         `json:"failed"`
+	Skipped int         `json:"skipped"`
+	Errored int         `json:"errored"`
+	Seconds float64     `json:"seconds"`
+	Cut     string      `json:"cut_short,omitempty"` // why the run did not finish, if it did not
+	Cleanup cleanupJSON `json:"cleanup"`
+	Results []caseJSON  `json:"results"`
 }
 
 type cleanupJSON struct {
@@ -451,7 +464,8 @@ type caseJSON struct {
 }
 
 // report prints the results and returns lease check's verdict.
-func (c *checker) report(results []conformance.Result, elapsed time.Duration, timedOut bool, cleaned cleanupReport, cleanErr error) error {
+func (c *checker) report(results []conformance.Result, elapsed time.Duration, cut string, cleaned cleanupReport, cleanErr error) error {
+	timedOut := cut != ""
 	var n struct{ passed, failed, skipped, errored int }
 	var firstError string
 	for _, r := range results {
@@ -480,7 +494,7 @@ func (c *checker) report(results []conformance.Result, elapsed time.Duration, ti
 	if c.o.asJSON {
 		out := checkJSON{Store: store, TTL: c.o.ttl.String(), Prefix: c.o.prefix, Verdict: verdict,
 			Passed: n.passed, Failed: n.failed, Skipped: n.skipped, Errored: n.errored,
-			Seconds: elapsed.Seconds(), TimedOut: timedOut, Cleanup: cleanupJSON{cleanupReport: cleaned}, Results: []caseJSON{}}
+			Seconds: elapsed.Seconds(), Cut: cut, Cleanup: cleanupJSON{cleanupReport: cleaned}, Results: []caseJSON{}}
 		if cleanErr != nil {
 			out.Cleanup.Error = c.mask(oneLine(cleanErr.Error()))
 		}
@@ -543,7 +557,7 @@ func (c *checker) report(results []conformance.Result, elapsed time.Duration, ti
 		why := fmt.Sprintf("the store failed in %d cases; the first: %s", n.errored, firstError)
 		switch {
 		case timedOut:
-			why = fmt.Sprintf("the run did not finish within --timeout %s", c.o.timeout)
+			why = cut
 		case firstError == "":
 			why = "no promise could be checked"
 		}
