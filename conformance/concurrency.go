@@ -44,6 +44,9 @@ func concurrentAcquiresOneWins(t testing.TB, s *suite) {
 			}
 		}
 		if winner < 0 {
+			if isStoreFailure(results[0]) {
+				failCall(t, fmt.Sprintf("round %d: Acquire of the free name %q", round, name), results[0])
+			}
 			t.Fatalf("round %d: no goroutine acquired the free name %q; first error: %v", round, name, results[0])
 		}
 		for i, err := range results {
@@ -72,7 +75,7 @@ func tokensStrictlyIncrease(t testing.TB, s *suite) {
 		owner := fmt.Sprintf("owner-%d", i%3)
 		got, err := l.Acquire(ctx, name, owner, long)
 		if err != nil {
-			t.Fatalf("tenure %d: Acquire: %v", i, err)
+			failCall(t, fmt.Sprintf("tenure %d: Acquire", i), err)
 		}
 		if got.Token <= last {
 			t.Fatalf("tenure %d got token %d, not greater than the previous tenure's %d", i, got.Token, last)

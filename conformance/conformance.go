@@ -264,13 +264,38 @@ func (s *suite) mustBeHeld(t testing.TB, op string, err error, name, holder stri
 // subtest saying so.
 func failCall(t testing.TB, call string, err error) {
 	t.Helper()
-	for _, sentinel := range []error{lease.ErrHeld, lease.ErrLost, lease.ErrNotHeld, lease.ErrInvalid, lease.ErrClosed} {
-		if errors.Is(err, sentinel) {
-			t.Fatalf("%s: %v", call, err)
-		}
+	if !isStoreFailure(err) {
+		t.Fatalf("%s: %v", call, err)
 	}
 	if ct, ok := t.(*caseT); ok {
 		ct.storeError("%s: the store failed: %v", call, err)
 	}
 	t.Fatalf("%s: the store failed: %v", call, err)
+}
+
+// StoreError ends the case t as unable to judge the store, because the
+// store failed in a way the case does not test: for Harness.New or NewAt
+// when opening a Locker on the store fails (a refused connection, too many
+// clients). Under Check the case is then Errored with what and err as its
+// reason, not Failed; under Run its subtest fails saying the store failed.
+// An err that matches a lease sentinel is a broken promise, and fails the
+// case as t.Fatalf would.
+func StoreError(t testing.TB, what string, err error) {
+	t.Helper()
+	failCall(t, what, err)
+}
+
+// isStoreFailure reports whether err is the store failing (a refused
+// connection, a timeout, too many clients) rather than a lease outcome: not
+// nil, and matching none of the lease sentinels.
+func isStoreFailure(err error) bool {
+	if err == nil {
+		return false
+	}
+	for _, sentinel := range []error{lease.ErrHeld, lease.ErrLost, lease.ErrNotHeld, lease.ErrInvalid, lease.ErrClosed} {
+		if errors.Is(err, sentinel) {
+			return false
+		}
+	}
+	return true
 }

@@ -15,7 +15,9 @@ type Harness struct {
 	// New returns a Locker on the store under test. Run calls it once per
 	// subtest (and some subtests call it twice, to act as two processes on
 	// one store) and closes every Locker it got when the subtest ends.
-	// Lockers from one Harness must share one store.
+	// Lockers from one Harness must share one store. When the store
+	// cannot be opened, New should end t with StoreError, so that Check
+	// reports the case as Errored rather than as a broken promise.
 	New func(t testing.TB) lease.Locker
 
 	// TTL is the shortest lease the suite may use on this store; it must

@@ -106,6 +106,11 @@ func classify(t testing.TB, op lockOp, l lease.Lease, err error) (lockOutput, bo
 			return out, true
 		}
 	}
+	if ct, ok := t.(*caseT); ok && isStoreFailure(err) {
+		// The history cannot be judged without this call's outcome.
+		ct.noteStoreError("%s failed during the concurrent history: the store failed: %v", op, err)
+		return lockOutput{}, false
+	}
 	if err != nil {
 		t.Errorf("%s failed during the concurrent history: %v", op, err)
 		return lockOutput{}, false
@@ -176,7 +181,7 @@ func historyLinearizable(t testing.TB, s *suite) {
 			}(c)
 		}
 		wg.Wait()
-		if t.Failed() {
+		if t.Failed() || storeFailed(t) {
 			return
 		}
 		res, info := porcupine.CheckOperationsVerbose(lockModel, history, 30*time.Second)

@@ -62,7 +62,13 @@ type Result struct {
 // "go test". Cases run up to h.Parallel at a time (one at a time when
 // h.Advance is set); each is bounded by its own timeout, after which it is
 // reported as failed and abandoned. ctx bounds the whole run: cases not
-// started when it ends are reported as skipped.
+// started when it ends are reported as skipped, and cases it cuts short
+// as Errored (what failed after ctx ended is no verdict on the store).
+//
+// A case whose store call failed with an error that matches none of the
+// lease sentinels (a refused connection, a timeout, too many clients),
+// where the case needed the call to succeed, is Errored, not Failed: the
+// store could not be judged, which is not a broken promise.
 func Check(ctx context.Context, h Harness) []Result {
 	h, err := h.withDefaults()
 	if err != nil {
@@ -127,9 +133,10 @@ func Run(t *testing.T, h Harness) {
 // happen; without (Check), they are only collected.
 func runCase(ctx context.Context, s *suite, c testCase, parent *testing.T) Result {
 	timeout := c.timeout(s.h)
+	outer := ctx
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	ct := &caseT{name: c.name, ctx: ctx, parent: parent}
+	ct := &caseT{name: c.name, ctx: ctx, outer: outer, parent: parent}
 	if parent != nil {
 		ct.TB = parent
 	}
@@ -169,6 +176,7 @@ type caseT struct {
 	testing.TB
 	name   string
 	ctx    context.Context
+	outer  context.Context // the whole run's: its end is no verdict on the store
 	parent *testing.T
 
 	mu       sync.Mutex
@@ -187,6 +195,19 @@ func (t *caseT) record(line string, fail, skip bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.ended {
+		return
+	}
+	if fail && t.outer != nil && t.outer.Err() != nil {
+		// The run as a whole was cut short (Check's ctx ended) while the
+		// case ran: what went wrong after that says nothing about the
+		// store.
+		line = fmt.Sprintf("cut short (%v): %s", context.Cause(t.outer), line)
+		t.errored = true
+		t.log = append(t.log, line)
+		t.reason = append(t.reason, line)
+		if t.parent != nil {
+			t.parent.Error(line)
+		}
 		return
 	}
 	t.log = append(t.log, line)
@@ -265,6 +286,30 @@ func (t *caseT) storeError(format string, args ...any) {
 	}
 	t.mu.Unlock()
 	runtime.Goexit()
+}
+
+// noteStoreError is storeError for a goroutine other than the case's: it
+// records the store's failure and lets the caller return.
+func (t *caseT) noteStoreError(format string, args ...any) {
+	line := fmt.Sprintf(format, args...)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.ended {
+		t.errored = true
+		t.log = append(t.log, line)
+		t.reason = append(t.reason, line)
+	}
+}
+
+// storeFailed reports whether the case has met a store failure.
+func storeFailed(t testing.TB) bool {
+	ct, ok := t.(*caseT)
+	if !ok {
+		return false
+	}
+	ct.mu.Lock()
+	defer ct.mu.Unlock()
+	return ct.errored
 }
 
 func (t *caseT) runCleanups() {

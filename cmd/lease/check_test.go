@@ -1,9 +1,34 @@
 package main
 
 import (
+	"encoding/json"
+	"net"
 	"strings"
 	"testing"
+
+	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/conformance"
+	"github.com/leasekit/lease/internal/testenv"
 )
+
+func TestCheckPassesOnMemory(t *testing.T) {
+	res := runLease(t, nil, "check", "mem://")
+	if res.code != exitOK || !strings.Contains(res.stdout, "PASS: the store kept all") || strings.Contains(res.stdout, "FAIL") || strings.Contains(res.stdout, "ERROR") {
+		t.Fatalf("lease check mem://: want exit 0 and PASS\n%s", res)
+	}
+	// A line per case of the suite.
+	for _, c := range conformance.Cases() {
+		if !strings.Contains(res.stdout, c.Name) {
+			t.Errorf("no line for case %q\n%s", c.Name, res)
+		}
+	}
+	if !strings.Contains(res.stdout, "not reached over TCP") {
+		t.Errorf("want the fault cases skipped with a reason for a store not reached over TCP\n%s", res)
+	}
+	if !strings.Contains(res.stdout, "cleanup: ended") {
+		t.Errorf("want a line saying the leases the suite left were ended\n%s", res)
+	}
+}
 
 func TestCheckPassesOnSQLite(t *testing.T) {
 	// A 2s ttl, not the default 1s: CI runs this beside every other
@@ -11,7 +36,7 @@ func TestCheckPassesOnSQLite(t *testing.T) {
 	// can take hundreds of milliseconds; the suite would take a slow store
 	// for a broken one.
 	res := runLease(t, nil, "check", "--ttl", "2s", sqliteURL(t))
-	if res.code != 0 || !strings.Contains(res.stdout, "PASS") || strings.Contains(res.stdout, "FAIL") {
+	if res.code != exitOK || !strings.Contains(res.stdout, "PASS") || strings.Contains(res.stdout, "FAIL") {
 		t.Fatalf("lease check on SQLite: want exit 0 and PASS\n%s", res)
 	}
 }
@@ -21,7 +46,167 @@ func TestCheckFailsOnABrokenStore(t *testing.T) {
 	if res.code != exitFailure || !strings.Contains(res.stdout, "FAIL") || !strings.Contains(res.stdout, "two owners") {
 		t.Fatalf("lease check on a store that gives one lease to two owners: want exit 1 and FAIL\n%s", res)
 	}
+	const broken = "FAIL   another owner gets ErrHeld with the holder and remaining time"
+	if !strings.Contains(res.stdout, broken) {
+		t.Errorf("want the case the store breaks named: %q\n%s", broken, res)
+	}
 	if !strings.Contains(res.stderr, "does not keep the lease contract") {
 		t.Errorf("want a one-line verdict on stderr\n%s", res)
+	}
+}
+
+// TestCheckCannotTestAFailingStore: a store that opens but fails every
+// call breaks no promise: exit 4, ERROR lines, no FAIL.
+func TestCheckCannotTestAFailingStore(t *testing.T) {
+	res := start(t, brokenBin, nil, "check", "broken://?down=1").wait(t)
+	if res.code != exitUntested || !strings.Contains(res.stdout, "ERROR  ") || strings.Contains(res.stdout, "FAIL") {
+		t.Fatalf("lease check on a store that fails every call: want exit 4, ERROR and no FAIL\n%s", res)
+	}
+	if !strings.Contains(res.stderr, "could not test") || !strings.Contains(res.stderr, "connection refused") {
+		t.Errorf("want a one-line reason on stderr\n%s", res)
+	}
+}
+
+// closedPort is a TCP address nobody listens on.
+func closedPort(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+// TestCheckUnreachableStore: a store that cannot be reached exits 4, and
+// neither stdout nor stderr shows the URL's password.
+func TestCheckUnreachableStore(t *testing.T) {
+	addr := closedPort(t)
+	for _, u := range []string{
+		"redis://:Hunter2@" + addr + "/0",
+		"postgres://app:Hunter2@" + addr + "/db?sslmode=disable",
+		"mysql://root:Hunter2@" + addr + "/test",
+	} {
+		t.Run(strings.Split(u, ":")[0], func(t *testing.T) {
+			t.Parallel()
+			res := runLease(t, nil, "--timeout", "5s", "check", u)
+			if res.code != exitUntested || !strings.Contains(res.stderr, "could not test") {
+				t.Errorf("lease check on an unreachable store: want exit 4\n%s", res)
+			}
+			if strings.Contains(res.stdout+res.stderr, "Hunter2") {
+				t.Errorf("the password is in the output\n%s", res)
+			}
+		})
+	}
+}
+
+// checkReport is the part of lease check --json the tests read.
+type checkReport struct {
+	Store   string `json:"store"`
+	Prefix  string `json:"prefix"`
+	Verdict string `json:"verdict"`
+	Passed  int    `json:"passed"`
+	Failed  int    `json:"failed"`
+	Cleanup struct {
+		Released int `json:"released"`
+	} `json:"cleanup"`
+	Results []struct {
+		Case     string  `json:"case"`
+		Contract string  `json:"contract"`
+		Outcome  string  `json:"outcome"`
+		Reason   string  `json:"reason"`
+		Duration string  `json:"duration"`
+		Seconds  float64 `json:"seconds"`
+	} `json:"results"`
+}
+
+func TestCheckJSON(t *testing.T) {
+	res := start(t, brokenBin, nil, "check", "--json", "broken://").wait(t)
+	if res.code != exitFailure {
+		t.Fatalf("lease check --json on a broken store: want exit 1\n%s", res)
+	}
+	var rep checkReport
+	if err := json.Unmarshal([]byte(res.stdout), &rep); err != nil {
+		t.Fatalf("stdout is not one JSON object: %v\n%s", err, res)
+	}
+	cases := conformance.Cases()
+	if rep.Verdict != "fail" || rep.Failed == 0 || rep.Passed == 0 || len(rep.Results) != len(cases) {
+		t.Fatalf("verdict %q, %d failed, %d passed, %d results for %d cases\n%s", rep.Verdict, rep.Failed, rep.Passed, len(rep.Results), len(cases), res)
+	}
+	for i, r := range rep.Results {
+		if r.Case != cases[i].Name || r.Contract != cases[i].Contract || r.Duration == "" {
+			t.Errorf("result %d: %+v, want case %q contract %q and a duration", i, r, cases[i].Name, cases[i].Contract)
+		}
+		switch r.Outcome {
+		case "pass":
+			if r.Reason != "" {
+				t.Errorf("%s: passed with a reason %q", r.Case, r.Reason)
+			}
+		case "fail", "skip", "error":
+			if r.Reason == "" {
+				t.Errorf("%s: %s without a reason", r.Case, r.Outcome)
+			}
+		default:
+			t.Errorf("%s: outcome %q", r.Case, r.Outcome)
+		}
+		if r.Case == "another owner gets ErrHeld with the holder and remaining time" && r.Outcome != "fail" {
+			t.Errorf("%s: %s, want fail", r.Case, r.Outcome)
+		}
+	}
+}
+
+func TestCheckUsage(t *testing.T) {
+	for _, args := range [][]string{
+		{"check", "mem://", "mem://"},
+		{"check", "--parallel", "-1", "mem://"},
+		{"check", "--ttl", "-1s", "mem://"},
+		{"check", "--no-such-flag", "mem://"},
+		{"check", "not a url"},
+		{"check", "nosuchscheme://x"},
+		{"check", "mem://?x=1"},
+	} {
+		res := runLease(t, nil, args...)
+		if res.code != exitUsage || res.stdout != "" && !strings.Contains(res.stdout, "usage") {
+			t.Errorf("lease %s: want exit 2 and nothing on stdout\n%s", strings.Join(args, " "), res)
+		}
+	}
+}
+
+// TestCheckRunsFaultCasesOverTCP runs lease check on the Redis server of
+// LEASE_TEST_REDIS: the fault cases run through the suite's proxy, and
+// --no-faults leaves them out with a reason.
+func TestCheckRunsFaultCasesOverTCP(t *testing.T) {
+	u := testenv.Lookup(t, "LEASE_TEST_REDIS")
+	for _, noFaults := range []bool{false, true} {
+		args := []string{"check", "--json", "--tenures", "200", u}
+		if noFaults {
+			args = append(args, "--no-faults")
+		}
+		res := runLease(t, nil, args...)
+		var rep checkReport
+		if err := json.Unmarshal([]byte(res.stdout), &rep); err != nil || res.code != exitOK {
+			t.Fatalf("lease %s: want exit 0 and JSON: %v\n%s", strings.Join(args, " "), err, res)
+		}
+		for _, r := range rep.Results {
+			if !strings.Contains(r.Contract, "faults") {
+				continue
+			}
+			switch {
+			case !noFaults && r.Outcome != "pass":
+				t.Errorf("%s: %s %s, want pass", r.Case, r.Outcome, r.Reason)
+			case noFaults && (r.Outcome != "skip" || !strings.Contains(r.Reason, "--no-faults")):
+				t.Errorf("with --no-faults, %s: %s %s, want skip naming --no-faults", r.Case, r.Outcome, r.Reason)
+			}
+		}
+		// Nothing the suite took stays held.
+		l, err := lease.Open(t.Context(), u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		left, err := l.(lease.Lister).List(t.Context(), rep.Prefix)
+		l.Close()
+		if err != nil || len(left) != 0 || rep.Prefix == "" {
+			t.Errorf("lease %s: after it, %d leases (%v) are held under its prefix %q (ended %d)", strings.Join(args, " "), len(left), err, rep.Prefix, rep.Cleanup.Released)
+		}
 	}
 }

@@ -163,13 +163,39 @@
 // # lease check
 //
 // lease check URL runs the conformance suite, every promise of the lease
-// contract, against a live store and prints one line per promise, so that
-// a store can be certified before it is trusted: a new PostgreSQL-
-// compatible database, a Redis-compatible server, a managed etcd. It
-// writes leases under a random prefix (--prefix) and takes a few multiples
-// of --ttl (1s; 2s for etcd) plus the concurrency checks: a few seconds to
-// a minute. It exits 0 when the store keeps every promise and 1 when it
-// does not.
+// contract, against a live store, in the lease process itself, and prints
+// one line per promise, so that a store can be certified before it is
+// trusted: a new PostgreSQL-compatible database, a Redis-compatible
+// server, a managed etcd. Each line says PASS, FAIL (the store broke the
+// promise, with how), SKIP (it does not apply: an optional interface the
+// store lacks, or fault cases the store cannot have, with why) or ERROR
+// (the store failed, a refused connection or too many clients, so the
+// promise could not be judged), then a summary. --json prints one JSON
+// object instead: the verdict ("pass", "fail" or "untested"), the counts,
+// and per case its name, contract line, outcome (pass, fail, skip,
+// error), reason and duration (-v adds every log line).
+//
+// For a store reached over TCP (postgres, mysql, redis, etcd), the fault
+// cases run too: the suite opens Lockers on the same URL with its host
+// replaced by the address of a proxy it controls, which stalls, delays,
+// loses replies and resets connections, and checks that every call still
+// returns by its deadline as a store failure, never as held or lost.
+// --no-faults leaves them out; for SQLite and mem:// they are skipped, as
+// for a URL whose host is in its query or whose TLS certificate would not
+// match the proxy.
+//
+// The suite writes leases under a random prefix (after --prefix, if
+// given), and when it is done lease check force-releases (or, where the
+// store cannot, releases) every lease still held under that prefix, so
+// that nothing it took stays held in a production store; the rows or keys
+// that keep the names' tokens stay, as for any name. Opening the store is
+// bounded by the global --timeout (30s), the whole run by check's
+// --timeout (10m). It takes a few multiples of --ttl (1s; 2s for etcd)
+// plus the concurrency checks: a few seconds on a nearby server. It exits
+// 0 when the store keeps every promise checked, 1 when it breaks one, 2 on
+// a usage error and 4 when the store could not be tested (unreachable,
+// failing during the run, or a run longer than --timeout). No output shows
+// the URL's password.
 //
 // # URLs
 //
@@ -218,10 +244,11 @@
 //	1..    run: COMMAND's own exit code, 128+N if signal N killed it
 //	1      an error: the store failed, could not be reached or did not answer in
 //	       time (run: or answered after the lease's deadline; COMMAND did not
-//	       start); check: the store failed
+//	       start); check: the store broke a promise of the contract
 //	2      usage: bad flags or arguments (command line or environment), a
 //	       malformed or unknown backend URL; schema: not a SQL store
 //	3      status, release: nobody holds NAME
+//	4      check: the store could not be tested (unreachable or failing)
 //	70     run: the lease was lost while COMMAND ran; COMMAND was stopped
 //	75     run: NAME is held by another owner (--conflict-exit-code)
 //	126    run: COMMAND could not be started

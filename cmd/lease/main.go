@@ -48,12 +48,9 @@ func main() {
 }
 
 // internalRole runs the role this binary was started for, when it is not
-// the command line: the conformance suite for lease check, or the
-// watcher that guards a lease run's command. ok is false otherwise.
+// the command line: the watcher that guards a lease run's command. ok is
+// false otherwise.
 func internalRole() (code int, ok bool) {
-	if conf, ok := os.LookupEnv(checkChildEnv); ok {
-		return checkChild(conf), true
-	}
 	if _, ok := os.LookupEnv(watcherEnv); ok {
 		return watcher(), true
 	}
