@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -115,12 +116,13 @@ func writeTable(w io.Writer, prefix string, leases []lease.Lease, now time.Time,
 		}
 		return nil
 	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	var buf bytes.Buffer
+	tw := tabwriter.NewWriter(&buf, 0, 4, 2, ' ', 0)
+	fmt.Fprint(tw, "NAME\tOWNER\tTOKEN\tACQUIRED\tLEFT")
 	if bars != nil {
-		fmt.Fprintln(tw, "NAME\tOWNER\tTOKEN\tACQUIRED\tLEFT\t")
-	} else {
-		fmt.Fprintln(tw, "NAME\tOWNER\tTOKEN\tACQUIRED\tLEFT")
+		fmt.Fprint(tw, "\t") // the bars' column has no heading
 	}
+	fmt.Fprintln(tw)
 	for _, ls := range leases {
 		left := remaining(ls, now)
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s", quoteName(ls.Name), ls.Owner, ls.Token, acquiredText(ls), roundDuration(left))
@@ -129,5 +131,15 @@ func writeTable(w io.Writer, prefix string, leases []lease.Lease, now time.Time,
 		}
 		fmt.Fprintln(tw)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	// Without the padding tabwriter leaves at the ends of lines (the
+	// heading's, before the bars' column).
+	for _, line := range strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n") {
+		if _, err := fmt.Fprintln(w, strings.TrimRight(line, " ")); err != nil {
+			return err
+		}
+	}
+	return nil
 }
