@@ -39,12 +39,16 @@ func (g *globals) listCommand(ctx context.Context, cmd, synopsis string, args []
 	fs := g.flags(cmd, synopsis)
 	g.timeoutFlag(fs)
 	f := listFlags{watch: watch}
-	fs.BoolVar(&f.json, "json", false, "print a JSON array (with --watch, one array per line per refresh)")
+	with := "with --watch, "
+	if watch {
+		with = ""
+	}
+	fs.BoolVar(&f.json, "json", false, "print a JSON array ("+with+"one per line per list)")
 	if !watch {
 		fs.BoolVar(&f.watch, "watch", false, "list again every --interval until interrupted (lease top)")
 	}
-	fs.DurationVar(&f.interval, "interval", time.Second, "with --watch, list again every `D`")
-	fs.IntVar(&f.count, "count", 0, "with --watch, stop after `N` lists (0: until interrupted)")
+	fs.DurationVar(&f.interval, "interval", time.Second, with+"list again every `D`")
+	fs.IntVar(&f.count, "count", 0, with+"stop after `N` lists (0: until interrupted)")
 	if err := fs.Parse(args); err != nil {
 		return parseError(err)
 	}
