@@ -93,6 +93,17 @@
 // the Locker adds half a second, so they are within half a second of the
 // truth, translated to this process's clock.
 //
+// Lease.Acquired is always zero on etcd: etcd records no time at all, and
+// there is no clean place for a client's estimate. The key's value is the
+// owner, and every owner-checked transaction compares it exactly (etcd
+// compares whole values, not prefixes), so a grant time written into the
+// value would change every comparison and make the tenures of earlier
+// versions, whose value is the bare owner, unrecognisable to re-entrant
+// Acquire; a second key per tenure would be another write in every
+// Acquire and Release and a key under the prefix that List must skip. A
+// display that needs when a tenure began can keep its own note of the
+// first time it saw the tenure's Token.
+//
 // # Round trips
 //
 // Counted by TestRoundTrips and TestRenewBatchRoundTrips, which hold the

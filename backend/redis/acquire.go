@@ -12,7 +12,9 @@ import (
 //
 // The token of a new tenure is one more than the name's counter but never
 // less than the server's TIME in microseconds, so tokens keep growing even
-// after the counter is lost. Expires is the server's TIME plus ttl
+// after the counter is lost. Acquired is the server's TIME when the tenure
+// began, kept in the lease hash (zero for a tenure begun by a version that
+// did not record it). Expires is the server's TIME plus ttl
 // (rounded up to a whole millisecond). A failure of the request itself
 // (connection, timeout, READONLY replica, script error) is returned as an
 // error; retrying with the same owner is safe, since a re-entrant Acquire
@@ -28,8 +30,8 @@ func (s *store) Acquire(ctx context.Context, name, owner string, ttl time.Durati
 }
 
 // parseAcquire turns acquire.lua's reply into the caller's tenure or the
-// holder's: {1, token, time_s, time_us} or {0, holder, pttl_ms, time_s,
-// time_us}.
+// holder's: {1, token, time_s, time_us, acquired_us} or {0, holder,
+// pttl_ms, time_s, time_us}.
 func parseAcquire(v interface{}, owner string, ms int64) (driver.Tenure, error) {
 	r, err := asReply(v, 4)
 	if err != nil {
@@ -65,6 +67,10 @@ func parseAcquire(v interface{}, owner string, ms int64) (driver.Tenure, error) 
 	if err != nil {
 		return driver.Tenure{}, err
 	}
+	acquired, err := r.acquired(4)
+	if err != nil {
+		return driver.Tenure{}, err
+	}
 	d := time.Duration(ms) * time.Millisecond
-	return driver.Tenure{Owner: owner, Token: token, Expires: now.Add(d), Remaining: d}, nil
+	return driver.Tenure{Owner: owner, Token: token, Expires: now.Add(d), Acquired: acquired, Remaining: d}, nil
 }

@@ -50,7 +50,7 @@
 //
 // Each name has keys that share one Redis Cluster hash slot:
 //
-//	<prefix>{<base64url(sha256(name))>}:lease             hash of name, owner, token; expires by PEXPIRE
+//	<prefix>{<base64url(sha256(name))>}:lease             hash of name, owner, token, acquired; expires by PEXPIRE
 //	<prefix>{<base64url(sha256(name))>}:token             the name's last token; never expires
 //	<prefix>{<base64url(sha256(name))>}:released:<token>  the nonce of the Release that ended that tenure; expires after a minute
 //
@@ -60,6 +60,11 @@
 // key per name ever used), since they are what keeps tokens growing.
 // Release markers exist only for resends (see "Round trips" below) and
 // are read by nothing else: a released name is free at once.
+//
+// The hash's acquired field is the server's TIME, in microseconds, when
+// the tenure began; every script returns it, and it is Lease.Acquired. A
+// hash written by a version before the field existed reads with a zero
+// Acquired until its tenure ends.
 //
 // # Round trips, clock and tokens
 //

@@ -3,13 +3,13 @@
 -- KEYS[1]  the lease hash (see acquire.lua)
 -- ARGV[1]  the name
 --
--- Returns {1, name, owner, token, pttl_ms, time_s, time_us} describing the
--- tenure it ended, {0} when there was none. The token counter is kept, so
+-- Returns {1, name, owner, token, pttl_ms, time_s, time_us, acquired_us}
+-- describing the tenure it ended (as inspect.lua), {0} when there was none. The token counter is kept, so
 -- the next tenure gets a larger token.
 
 if redis.replicate_commands then redis.replicate_commands() end
 
-local cur = redis.call('HMGET', KEYS[1], 'name', 'owner', 'token')
+local cur = redis.call('HMGET', KEYS[1], 'name', 'owner', 'token', 'acquired')
 if not cur[1] then
   return {0}
 end
@@ -19,4 +19,4 @@ end
 local now = redis.call('TIME')
 local pttl = redis.call('PTTL', KEYS[1])
 redis.call('DEL', KEYS[1])
-return {1, cur[1], cur[2], cur[3], pttl, now[1], now[2]}
+return {1, cur[1], cur[2], cur[3], pttl, now[1], now[2], cur[4] or ''}

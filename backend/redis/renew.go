@@ -39,6 +39,10 @@ func (s *store) Renew(ctx context.Context, t driver.Tenure, ttl time.Duration) (
 	if err != nil {
 		return driver.Tenure{}, false, err
 	}
+	acquired, err := r.acquired(3)
+	if err != nil {
+		return driver.Tenure{}, false, err
+	}
 	d := time.Duration(ms) * time.Millisecond
-	return driver.Tenure{Name: t.Name, Expires: now.Add(d), Remaining: d}, true, nil
+	return driver.Tenure{Name: t.Name, Expires: now.Add(d), Acquired: acquired, Remaining: d}, true, nil
 }

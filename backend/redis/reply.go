@@ -70,6 +70,25 @@ func (r reply) time(i int) (time.Time, error) {
 	return time.Unix(sec, usec*1000), nil
 }
 
+// acquired returns element i, a tenure's start as the server's TIME in
+// microseconds, or the zero time when the reply has no element i or it is
+// empty: a hash written before the field existed (or a reply from an
+// older script) has no start recorded.
+func (r reply) acquired(i int) (time.Time, error) {
+	if i >= len(r) {
+		return time.Time{}, nil
+	}
+	s, err := r.str(i)
+	if err != nil || s == "" {
+		return time.Time{}, err
+	}
+	us, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || us <= 0 {
+		return time.Time{}, fmt.Errorf("script reply holds tenure start %q, not a positive integer", s)
+	}
+	return time.UnixMicro(us), nil
+}
+
 // remaining returns element i, a PTTL in milliseconds, as a duration. A
 // lease key without expiry (PTTL -1) was written by something other than
 // this package: it is reported as an error rather than as a tenure.
@@ -89,8 +108,8 @@ func (r reply) remaining(i int) (time.Duration, error) {
 	return time.Duration(ms) * time.Millisecond, nil
 }
 
-// tenure parses the {1, name, owner, token, pttl, time_s, time_us} reply of
-// inspect.lua and force_release.lua.
+// tenure parses the {1, name, owner, token, pttl, time_s, time_us,
+// acquired_us} reply of inspect.lua and force_release.lua.
 func (r reply) tenure() (driver.Tenure, error) {
 	name, err := r.str(1)
 	if err != nil {
@@ -112,5 +131,9 @@ func (r reply) tenure() (driver.Tenure, error) {
 	if err != nil {
 		return driver.Tenure{}, err
 	}
-	return driver.Tenure{Name: name, Owner: owner, Token: token, Expires: now.Add(left), Remaining: left}, nil
+	acquired, err := r.acquired(7)
+	if err != nil {
+		return driver.Tenure{}, err
+	}
+	return driver.Tenure{Name: name, Owner: owner, Token: token, Expires: now.Add(left), Acquired: acquired, Remaining: left}, nil
 }

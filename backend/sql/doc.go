@@ -42,6 +42,12 @@
 // then on the statements name the table with the schema (database, on
 // MySQL) the catalog found it in.
 //
+// Lease.Acquired is acquired_at, by the database's clock, returned by the
+// same single statement as the rest of the row (Acquire, Renew, Inspect,
+// List, ForceRelease). On MySQL and MariaDB, Renew's statement can hand
+// back only the new expiry, so a renewed Lease keeps the Acquired of the
+// Lease given to Renew (acquired_at never changes within a tenure).
+//
 // # Temporary tables
 //
 // A temporary table belongs to one connection: two Lockers on one URL,

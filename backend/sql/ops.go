@@ -26,9 +26,19 @@ func ttlMillis(ttl time.Duration) int64 {
 	return int64((ttl + time.Millisecond - 1) / time.Millisecond)
 }
 
-// tenure is a row as the statements return it.
-func tenure(name, owner string, token, expiresMs int64) driver.Tenure {
-	return driver.Tenure{Name: name, Owner: owner, Token: uint64(token), Expires: time.UnixMilli(expiresMs)}
+// tenure is a row as the statements return it. acquiredMs is the row's
+// acquired_at: when the tenure began, by the database's clock.
+func tenure(name, owner string, token, expiresMs, acquiredMs int64) driver.Tenure {
+	return driver.Tenure{Name: name, Owner: owner, Token: uint64(token), Expires: time.UnixMilli(expiresMs), Acquired: acquiredAt(acquiredMs)}
+}
+
+// acquiredAt is the time of an acquired_at value; zero for a value that
+// cannot be one (a row written by hand with 0).
+func acquiredAt(ms int64) time.Time {
+	if ms <= 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms)
 }
 
 // Acquire implements driver.Store with the takeover statement (q.acquire),
@@ -39,27 +49,27 @@ func (s *store) Acquire(ctx context.Context, name, owner string, ttl time.Durati
 		return driver.Tenure{}, err
 	}
 	var (
-		gotOwner          string
-		token, exp, nowMs int64
+		gotOwner               string
+		token, exp, nowMs, acq int64
 	)
 	err := retry(ctx, s.dialect, func() error {
 		if s.noReturning {
-			return s.acquireTx(ctx, name, owner, ttl, &gotOwner, &token, &exp, &nowMs)
+			return s.acquireTx(ctx, name, owner, ttl, &gotOwner, &token, &exp, &nowMs, &acq)
 		}
 		return s.db.QueryRowContext(ctx, s.q.acquire, key(name), []byte(name), owner, ttlMillis(ttl), s.host).
-			Scan(&gotOwner, &token, &exp, &nowMs)
+			Scan(&gotOwner, &token, &exp, &nowMs, &acq)
 	})
 	if err != nil {
 		return driver.Tenure{}, s.fail(err)
 	}
-	t := tenure(name, gotOwner, token, exp)
+	t := tenure(name, gotOwner, token, exp, acq)
 	t.Remaining = time.Duration(exp-nowMs) * time.Millisecond
 	return t, nil
 }
 
 // acquireTx is Acquire for MySQL servers without INSERT ... RETURNING: the
 // upsert, then a read of the row it locked, in one transaction.
-func (s *store) acquireTx(ctx context.Context, name, owner string, ttl time.Duration, gotOwner *string, token, exp, nowMs *int64) error {
+func (s *store) acquireTx(ctx context.Context, name, owner string, ttl time.Duration, gotOwner *string, token, exp, nowMs, acq *int64) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -69,18 +79,21 @@ func (s *store) acquireTx(ctx context.Context, name, owner string, ttl time.Dura
 	if _, err := tx.ExecContext(ctx, s.q.acquireUpsert, k, []byte(name), owner, ttlMillis(ttl), s.host); err != nil {
 		return err
 	}
-	if err := tx.QueryRowContext(ctx, s.q.acquireRead, k).Scan(gotOwner, token, exp, nowMs); err != nil {
+	if err := tx.QueryRowContext(ctx, s.q.acquireRead, k).Scan(gotOwner, token, exp, nowMs, acq); err != nil {
 		return err
 	}
 	return tx.Commit()
 }
 
-// Renew implements driver.Store with one statement (q.renew).
+// Renew implements driver.Store with one statement (q.renew). On MySQL,
+// which has no UPDATE ... RETURNING, the statement hands back only the new
+// expiry, so the renewed Tenure's Acquired is zero and the Locker keeps
+// the caller's (Renew never changes acquired_at).
 func (s *store) Renew(ctx context.Context, t driver.Tenure, ttl time.Duration) (driver.Tenure, bool, error) {
 	if err := s.setup(ctx); err != nil {
 		return driver.Tenure{}, false, err
 	}
-	var exp int64
+	var exp, acq int64
 	ok := true
 	err := retry(ctx, s.dialect, func() error {
 		if s.dialect == MySQL {
@@ -94,7 +107,7 @@ func (s *store) Renew(ctx context.Context, t driver.Tenure, ttl time.Duration) (
 			ok = exp != 0
 			return nil
 		}
-		err := s.db.QueryRowContext(ctx, s.q.renew, key(t.Name), t.Owner, int64(t.Token), ttlMillis(ttl)).Scan(&exp)
+		err := s.db.QueryRowContext(ctx, s.q.renew, key(t.Name), t.Owner, int64(t.Token), ttlMillis(ttl)).Scan(&exp, &acq)
 		if errors.Is(err, sql.ErrNoRows) {
 			ok, err = false, nil
 		}
@@ -106,7 +119,7 @@ func (s *store) Renew(ctx context.Context, t driver.Tenure, ttl time.Duration) (
 	if !ok {
 		return driver.Tenure{}, false, nil
 	}
-	return tenure(t.Name, t.Owner, int64(t.Token), exp), true, nil
+	return tenure(t.Name, t.Owner, int64(t.Token), exp, acq), true, nil
 }
 
 // Release implements driver.Store with one statement (q.release). The row
@@ -144,11 +157,11 @@ func (s *store) Inspect(ctx context.Context, name string) (driver.Tenure, bool, 
 		return driver.Tenure{}, false, err
 	}
 	var (
-		owner      string
-		token, exp int64
+		owner           string
+		token, exp, acq int64
 	)
 	err := retry(ctx, s.dialect, func() error {
-		return s.db.QueryRowContext(ctx, s.q.inspect, key(name)).Scan(&owner, &token, &exp)
+		return s.db.QueryRowContext(ctx, s.q.inspect, key(name)).Scan(&owner, &token, &exp, &acq)
 	})
 	if errors.Is(err, sql.ErrNoRows) {
 		return driver.Tenure{}, false, nil
@@ -156,7 +169,7 @@ func (s *store) Inspect(ctx context.Context, name string) (driver.Tenure, bool, 
 	if err != nil {
 		return driver.Tenure{}, false, s.fail(err)
 	}
-	return tenure(name, owner, token, exp), true, nil
+	return tenure(name, owner, token, exp, acq), true, nil
 }
 
 // List implements driver.Lister with one statement (q.list, q.listAll).
@@ -181,14 +194,14 @@ func (s *store) List(ctx context.Context, prefix string) ([]driver.Tenure, error
 		defer rows.Close()
 		for rows.Next() {
 			var (
-				name       []byte
-				owner      string
-				token, exp int64
+				name            []byte
+				owner           string
+				token, exp, acq int64
 			)
-			if err := rows.Scan(&name, &owner, &token, &exp); err != nil {
+			if err := rows.Scan(&name, &owner, &token, &exp, &acq); err != nil {
 				return err
 			}
-			out = append(out, tenure(string(name), owner, token, exp))
+			out = append(out, tenure(string(name), owner, token, exp, acq))
 		}
 		return rows.Err()
 	})
@@ -208,14 +221,14 @@ func (s *store) ForceRelease(ctx context.Context, name string) (driver.Tenure, b
 		return driver.Tenure{}, false, err
 	}
 	var (
-		owner      string
-		token, exp int64
+		owner           string
+		token, exp, acq int64
 	)
 	err := retry(ctx, s.dialect, func() error {
 		if s.dialect == MySQL {
-			return s.forceReleaseTx(ctx, name, &owner, &token, &exp)
+			return s.forceReleaseTx(ctx, name, &owner, &token, &exp, &acq)
 		}
-		err := s.db.QueryRowContext(ctx, s.q.forceRelease, key(name)).Scan(&owner, &token, &exp)
+		err := s.db.QueryRowContext(ctx, s.q.forceRelease, key(name)).Scan(&owner, &token, &exp, &acq)
 		exp = -exp // a released row's expires_at is minus the moment it ended
 		return err
 	})
@@ -225,17 +238,17 @@ func (s *store) ForceRelease(ctx context.Context, name string) (driver.Tenure, b
 	if err != nil {
 		return driver.Tenure{}, false, s.fail(err)
 	}
-	return tenure(name, owner, token, exp), true, nil
+	return tenure(name, owner, token, exp, acq), true, nil
 }
 
-func (s *store) forceReleaseTx(ctx context.Context, name string, owner *string, token, exp *int64) error {
+func (s *store) forceReleaseTx(ctx context.Context, name string, owner *string, token, exp, acq *int64) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback() //nolint:errcheck // after Commit it is a no-op
 	k := key(name)
-	if err := tx.QueryRowContext(ctx, s.q.forceSelect, k).Scan(owner, token, exp); err != nil {
+	if err := tx.QueryRowContext(ctx, s.q.forceSelect, k).Scan(owner, token, exp, acq); err != nil {
 		return err
 	}
 	if _, err := tx.ExecContext(ctx, s.q.forceUpdate, k, *token); err != nil {

@@ -14,20 +14,21 @@ import "strings"
 //
 // Argument order, for the dialects with numbered parameters:
 //
-//	acquire      key, name, owner, ttl ms, host  -> owner, token, expires_at, now
-//	renew        key, owner, token, ttl ms       -> expires_at (MySQL: LAST_INSERT_ID)
+//	acquire      key, name, owner, ttl ms, host  -> owner, token, expires_at, now, acquired_at
+//	renew        key, owner, token, ttl ms       -> expires_at, acquired_at (MySQL: LAST_INSERT_ID
+//	                                                of expires_at only)
 //	release      key, owner, token               -> rows affected
-//	inspect      key                             -> owner, token, expires_at
-//	list         prefix length, prefix           -> name, owner, token, expires_at
-//	forceRelease key                             -> owner, token, expires_at
+//	inspect      key                             -> owner, token, expires_at, acquired_at
+//	list         prefix length, prefix           -> name, owner, token, expires_at, acquired_at
+//	forceRelease key                             -> owner, token, expires_at, acquired_at
 //	cleanup      age ms                          -> rows affected
 type queries struct {
 	acquire, renew, release, inspect, list, listAll, forceRelease, cleanup string
 
 	// MySQL only.
 	acquireUpsert string // acquire without RETURNING, for MySQL 8
-	acquireRead   string // key -> owner, token, expires_at, now
-	forceSelect   string // key -> owner, token, now (locks the row)
+	acquireRead   string // key -> owner, token, expires_at, now, acquired_at
+	forceSelect   string // key -> owner, token, now, acquired_at (locks the row)
 	forceUpdate   string // key, token -> rows affected
 }
 

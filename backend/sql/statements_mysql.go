@@ -22,12 +22,12 @@ ON DUPLICATE KEY UPDATE
 var mysqlQueries = queries{
 	// MariaDB 10.5+: the upsert returns the row it left, in one statement.
 	acquire: mysqlAcquireUpsert + `
-RETURNING owner, token, expires_at, {NOW}`,
+RETURNING owner, token, expires_at, {NOW}, acquired_at`,
 
 	// MySQL 8 has no RETURNING: the upsert, then this read of the row it
 	// locked, in one transaction.
 	acquireUpsert: mysqlAcquireUpsert,
-	acquireRead:   `SELECT owner, token, expires_at, {NOW} FROM {T} WHERE lease_key = ?`,
+	acquireRead:   `SELECT owner, token, expires_at, {NOW}, acquired_at FROM {T} WHERE lease_key = ?`,
 
 	// Args: ttl ms, key, owner, token. MySQL has no UPDATE ... RETURNING:
 	// LAST_INSERT_ID(expr) hands the new expiry back in the OK packet, and
@@ -41,15 +41,15 @@ WHERE lease_key = ? AND owner = ? AND token = ? AND expires_at > {NOW}`,
 	release: `UPDATE {T} SET expires_at = -{NOW}
 WHERE lease_key = ? AND owner = ? AND token = ? AND expires_at > {NOW}`,
 
-	inspect: `SELECT owner, token, expires_at FROM {T} WHERE lease_key = ? AND expires_at > {NOW}`,
+	inspect: `SELECT owner, token, expires_at, acquired_at FROM {T} WHERE lease_key = ? AND expires_at > {NOW}`,
 
-	list: `SELECT name, owner, token, expires_at FROM {T}
+	list: `SELECT name, owner, token, expires_at, acquired_at FROM {T}
 WHERE expires_at > {NOW} AND LEFT(name, ?) = ? ORDER BY name`,
 
-	listAll: `SELECT name, owner, token, expires_at FROM {T} WHERE expires_at > {NOW} ORDER BY name`,
+	listAll: `SELECT name, owner, token, expires_at, acquired_at FROM {T} WHERE expires_at > {NOW} ORDER BY name`,
 
 	// ForceRelease is an operator's action, done in a transaction.
-	forceSelect: `SELECT owner, token, {NOW} FROM {T} WHERE lease_key = ? AND expires_at > {NOW} FOR UPDATE`,
+	forceSelect: `SELECT owner, token, {NOW}, acquired_at FROM {T} WHERE lease_key = ? AND expires_at > {NOW} FOR UPDATE`,
 	forceUpdate: `UPDATE {T} SET expires_at = -{NOW} WHERE lease_key = ? AND token = ? AND expires_at > {NOW}`,
 
 	cleanup: `DELETE FROM {T} WHERE abs(expires_at) <= {NOW} - ?`,

@@ -20,28 +20,28 @@ ON CONFLICT (lease_key) DO UPDATE SET
 	owner       = CASE WHEN t.expires_at <= EXCLUDED.acquired_at THEN EXCLUDED.owner ELSE t.owner END,
 	expires_at  = CASE WHEN t.expires_at <= EXCLUDED.acquired_at OR t.owner = EXCLUDED.owner
 		THEN EXCLUDED.expires_at ELSE t.expires_at END
-RETURNING t.owner, t.token, t.expires_at, (SELECT ms FROM n)`,
+RETURNING t.owner, t.token, t.expires_at, (SELECT ms FROM n), t.acquired_at`,
 
 	renew: `WITH n AS MATERIALIZED (SELECT {NOW} AS ms)
 UPDATE {T} AS t SET expires_at = n.ms + $4::bigint FROM n
 WHERE t.lease_key = $1::bytea AND t.owner = $2::text AND t.token = $3::bigint AND t.expires_at > n.ms
-RETURNING t.expires_at`,
+RETURNING t.expires_at, t.acquired_at`,
 
 	release: `WITH n AS MATERIALIZED (SELECT {NOW} AS ms)
 UPDATE {T} AS t SET expires_at = -n.ms FROM n
 WHERE t.lease_key = $1::bytea AND t.owner = $2::text AND t.token = $3::bigint AND t.expires_at > n.ms`,
 
-	inspect: `SELECT owner, token, expires_at FROM {T} WHERE lease_key = $1::bytea AND expires_at > {NOW}`,
+	inspect: `SELECT owner, token, expires_at, acquired_at FROM {T} WHERE lease_key = $1::bytea AND expires_at > {NOW}`,
 
-	list: `SELECT name, owner, token, expires_at FROM {T}
+	list: `SELECT name, owner, token, expires_at, acquired_at FROM {T}
 WHERE expires_at > {NOW} AND substring(name FROM 1 FOR $1::int) = $2::bytea ORDER BY name`,
 
-	listAll: `SELECT name, owner, token, expires_at FROM {T} WHERE expires_at > {NOW} ORDER BY name`,
+	listAll: `SELECT name, owner, token, expires_at, acquired_at FROM {T} WHERE expires_at > {NOW} ORDER BY name`,
 
 	forceRelease: `WITH n AS MATERIALIZED (SELECT {NOW} AS ms)
 UPDATE {T} AS t SET expires_at = -n.ms FROM n
 WHERE t.lease_key = $1::bytea AND t.expires_at > n.ms
-RETURNING t.owner, t.token, t.expires_at`,
+RETURNING t.owner, t.token, t.expires_at, t.acquired_at`,
 
 	cleanup: `DELETE FROM {T} WHERE abs(expires_at) <= {NOW} - $1::bigint`,
 }

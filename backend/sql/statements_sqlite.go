@@ -17,25 +17,25 @@ ON CONFLICT (lease_key) DO UPDATE SET
 	owner       = CASE WHEN {T}.expires_at <= excluded.acquired_at THEN excluded.owner ELSE {T}.owner END,
 	expires_at  = CASE WHEN {T}.expires_at <= excluded.acquired_at OR {T}.owner = excluded.owner
 		THEN excluded.expires_at ELSE {T}.expires_at END
-RETURNING owner, token, expires_at, {NOW}`,
+RETURNING owner, token, expires_at, {NOW}, acquired_at`,
 
 	renew: `UPDATE {T} SET expires_at = {NOW} + ?4
 WHERE lease_key = ?1 AND owner = ?2 AND token = ?3 AND expires_at > {NOW}
-RETURNING expires_at`,
+RETURNING expires_at, acquired_at`,
 
 	release: `UPDATE {T} SET expires_at = -{NOW}
 WHERE lease_key = ?1 AND owner = ?2 AND token = ?3 AND expires_at > {NOW}`,
 
-	inspect: `SELECT owner, token, expires_at FROM {T} WHERE lease_key = ?1 AND expires_at > {NOW}`,
+	inspect: `SELECT owner, token, expires_at, acquired_at FROM {T} WHERE lease_key = ?1 AND expires_at > {NOW}`,
 
-	list: `SELECT name, owner, token, expires_at FROM {T}
+	list: `SELECT name, owner, token, expires_at, acquired_at FROM {T}
 WHERE expires_at > {NOW} AND substr(name, 1, ?1) = ?2 ORDER BY name`,
 
-	listAll: `SELECT name, owner, token, expires_at FROM {T} WHERE expires_at > {NOW} ORDER BY name`,
+	listAll: `SELECT name, owner, token, expires_at, acquired_at FROM {T} WHERE expires_at > {NOW} ORDER BY name`,
 
 	forceRelease: `UPDATE {T} SET expires_at = -{NOW}
 WHERE lease_key = ?1 AND expires_at > {NOW}
-RETURNING owner, token, expires_at`,
+RETURNING owner, token, expires_at, acquired_at`,
 
 	cleanup: `DELETE FROM {T} WHERE abs(expires_at) <= {NOW} - ?1`,
 }

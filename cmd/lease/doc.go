@@ -3,7 +3,8 @@
 //
 //	lease run [flags] NAME -- COMMAND [ARGS...]
 //	lease status [--json] NAME
-//	lease list [--json] [PREFIX]
+//	lease list [--json] [--watch [--interval D] [--count N]] [PREFIX]
+//	lease top [--json] [--interval D] [--count N] [PREFIX]
 //	lease release --force NAME
 //	lease check [flags] [URL]
 //	lease schema [URL]
@@ -81,6 +82,7 @@
 //	--owner S               owner identity (default host:pid:random)
 //	--conflict-exit-code N  exit code when NAME is busy (75), like flock -E
 //	--timeout D             limit for opening the store (default: the ttl)
+//	-v, --verbose           log what happens to the lease on stderr (below)
 //
 // When another owner holds NAME, lease prints one line saying who and for
 // how long, and exits 75 without running COMMAND; with --wait it says so,
@@ -131,12 +133,52 @@
 // also has SIGKILL as its parent-death signal. Processes that COMMAND
 // leaves running after it exits normally are not touched.
 //
-// # status, list and release
+// With -v (--verbose), lease run logs the lease's life on stderr, one
+// log/slog text line each (lease.Run's WithLogger): acquired (with how
+// long it waited), busy, each renewal that succeeds (at DEBUG, with
+// lease.slack: how long before the deadline it landed; a slack that
+// shrinks towards --grace means the store is slow), renewal trouble,
+// lost (at ERROR) and released (with how long it was held). Every line
+// carries lease.name, lease.owner, lease.ttl and, once acquired,
+// lease.token. COMMAND's own stderr is interleaved with them.
 //
-// lease status NAME prints the holder, token and time left, and exits 0,
-// or 3 when NAME is not held. lease list prints the held leases whose names
-// start with PREFIX as a table; --json prints JSON for scripts (name,
-// held, owner, token, expires, remaining_ms) from both. lease release
+//	time=2026-12-03T08:52:54.516Z level=INFO msg="lease acquired" lease.name=x lease.owner=vm:5260:d215b11b06e1:1 lease.ttl=3s lease.token=1796287974515000 lease.waited=473.852µs
+//	time=2026-12-03T08:52:55.525Z level=DEBUG msg="lease renewed" lease.name=x ... lease.slack=1.958119386s
+//	time=2026-12-03T08:52:55.723Z level=INFO msg="lease released" lease.name=x ... lease.held=1.207713195s
+//
+// # status, list, top and release
+//
+// lease status NAME prints the holder, token, when the tenure began and
+// how long ago, and the time left, and exits 0, or 3 when NAME is not
+// held. lease list prints the held leases whose names start with PREFIX
+// as a table: NAME, OWNER, TOKEN, ACQUIRED (when the tenure began, by the
+// store's clock, in this machine's time zone; a renewal does not change
+// it, a new tenure does) and LEFT (Expires read against this machine's
+// clock). ACQUIRED is "-" on a store that does not record it: etcd, and
+// Redis tenures begun by a version of lease before it was recorded.
+// --json prints JSON for scripts (name, held, owner, token, acquired,
+// expires, remaining_ms; acquired is left out when unknown) from both.
+//
+// lease list --watch, or lease top, lists again every --interval (1s)
+// until interrupted (SIGINT or SIGTERM: exit 0) or --count lists have
+// been shown, each line ending with its time left as a bar, such as
+// [#######   ]. Stores do not say what ttl a tenure was granted with, so a
+// bar's full length is the longest time left the watch has seen for that
+// tenure: the ttl once it has seen a renewal (or the tenure's start), and
+// until then the time left when it first saw it. On a terminal each list
+// replaces the last (the screen is cleared); otherwise, in a pipe or a
+// file, the lists follow one another, each after a line with the time and
+// how many leases are held, separated by blank lines. With --json it
+// prints one JSON array per line per list. A list that fails is one line
+// on stderr and the watch goes on; it exits 1 if the last one failed.
+//
+//	$ lease top jobs/
+//	08:52:54  2 leases held whose names start with "jobs/"
+//	NAME                 OWNER       TOKEN             ACQUIRED              LEFT
+//	jobs/nightly-report  web-1:4121  1796287969466000  2026-12-03T08:52:49Z  25s   [######### ]
+//	jobs/reindex         web-2:977   1796287969465000  2026-12-03T08:52:49Z  55s   [##########]
+//
+// lease release
 // --force NAME ends the current tenure of NAME whoever holds it, for
 // clearing a stuck lease; its holder finds out at its next renewal. list
 // and release need a backend that implements lease.Lister and

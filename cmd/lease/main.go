@@ -94,7 +94,8 @@ const usage = `usage: lease [--backend URL] [--timeout D] COMMAND [ARGS]
 Commands:
   run [flags] NAME -- COMMAND [ARGS...]  run COMMAND while holding the lease NAME
   status [--json] NAME                   show who holds NAME
-  list [--json] [PREFIX]                 list the held leases whose names start with PREFIX
+  list [--json] [--watch] [PREFIX]       list the held leases whose names start with PREFIX
+  top [--interval D] [PREFIX]            list them again every second: lease list --watch
   release --force NAME                   end the current tenure of NAME, whoever holds it
   check [flags] [URL]                    run the conformance suite against a store
   schema [URL]                           print the SQL that creates a SQL store's table
@@ -112,7 +113,7 @@ line wins. Run "lease COMMAND --help" for a command's flags.
 `
 
 // commands are lease's commands, for "did you mean".
-var commands = []string{"run", "status", "list", "release", "check", "schema", "cleanup", "version", "help"}
+var commands = []string{"run", "status", "list", "top", "release", "check", "schema", "cleanup", "version", "help"}
 
 // run parses the global flags and runs the command args name.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -137,6 +138,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return g.status(ctx, args)
 	case "list":
 		return g.list(ctx, args)
+	case "top":
+		return g.top(ctx, args)
 	case "release":
 		return g.release(ctx, args)
 	case "check":

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -48,6 +49,7 @@ type runFlags struct {
 	ttl, wait, minHold, renewEvery, grace time.Duration
 	owner                                 string
 	conflictCode                          int
+	verbose                               bool
 }
 
 // run is "lease run [flags] NAME -- COMMAND [ARGS...]".
@@ -61,6 +63,7 @@ func (g *globals) run(ctx context.Context, args []string) (err error) {
 	fs.DurationVar(&f.grace, "grace", 0, "time COMMAND gets between SIGTERM and SIGKILL when the lease cannot be kept; it comes out of the lease: SIGTERM at the deadline minus `D` (default 10s, or a third of --ttl if less)")
 	fs.StringVar(&f.owner, "owner", "", "owner identity to acquire as (default a fresh host:pid:random one)")
 	fs.IntVar(&f.conflictCode, "conflict-exit-code", exitBusyDflt, "exit code when another owner holds NAME")
+	fs.BoolVarP(&f.verbose, "verbose", "v", false, "log to stderr what happens to the lease: acquired, each renewal with its slack (how long before the deadline it landed), lost, released (-v)")
 	fs.DurationVar(&g.timeout, "timeout", g.timeout, "give up on a store that does not answer within `D` while opening it (default --ttl; each acquire waits at most until the deadline it would grant); 0 waits as long as it takes")
 	fs.Lookup("timeout").DefValue = "" // the ttl, unless given
 	if err := fs.Parse(args); err != nil {
@@ -94,6 +97,10 @@ func (g *globals) run(ctx context.Context, args []string) (err error) {
 	}
 	if f.minHold > 0 {
 		opts = append(opts, lease.WithMinHold(f.minHold))
+	}
+	if f.verbose {
+		// Debug: Run logs each renewal that succeeds, with its slack, there.
+		opts = append(opts, lease.WithLogger(slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))))
 	}
 
 	// Without --timeout, the store gets one ttl to open: lease.Run gives

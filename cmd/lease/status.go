@@ -18,6 +18,9 @@ type leaseJSON struct {
 	Held  bool   `json:"held"`
 	Owner string `json:"owner,omitempty"`
 	Token uint64 `json:"token,omitempty"`
+	// Acquired is when the tenure began by the store's clock, RFC 3339;
+	// absent when the store does not record it (etcd).
+	Acquired string `json:"acquired,omitempty"`
 	// Expires is the store's expiry time, RFC 3339.
 	Expires string `json:"expires,omitempty"`
 	// RemainingMS is Expires minus this machine's clock, in milliseconds.
@@ -25,7 +28,7 @@ type leaseJSON struct {
 }
 
 func toJSON(l lease.Lease, now time.Time) leaseJSON {
-	return leaseJSON{
+	v := leaseJSON{
 		Name:        l.Name,
 		Held:        true,
 		Owner:       l.Owner,
@@ -33,6 +36,28 @@ func toJSON(l lease.Lease, now time.Time) leaseJSON {
 		Expires:     l.Expires.UTC().Format(time.RFC3339Nano),
 		RemainingMS: remaining(l, now).Milliseconds(),
 	}
+	if !l.Acquired.IsZero() {
+		v.Acquired = l.Acquired.UTC().Format(time.RFC3339Nano)
+	}
+	return v
+}
+
+// acquiredText shows when l's tenure began, by this machine's time zone,
+// to the second, or "-" when the store does not record it.
+func acquiredText(l lease.Lease) string {
+	if l.Acquired.IsZero() {
+		return "-"
+	}
+	return l.Acquired.Local().Format(time.RFC3339)
+}
+
+// heldFor is how long l's tenure has lasted, reading Acquired (the
+// store's clock) against this machine's clock, or 0 when it is unknown.
+func heldFor(l lease.Lease, now time.Time) time.Duration {
+	if l.Acquired.IsZero() || now.Before(l.Acquired) {
+		return 0
+	}
+	return now.Sub(l.Acquired)
 }
 
 // remaining is how long l has left, reading Expires (the store's clock)
@@ -47,7 +72,7 @@ func remaining(l lease.Lease, now time.Time) time.Duration {
 
 // status is "lease status [--json] NAME".
 func (g *globals) status(ctx context.Context, args []string) (err error) {
-	fs := g.flags("status", "status [--json] NAME\n\nShows who holds NAME, its token and how long it has left. Exits 3 when nobody holds it.")
+	fs := g.flags("status", "status [--json] NAME\n\nShows who holds NAME, its token, when its tenure began (\"-\" when the store does not record it, as on etcd) and how long it has left. Exits 3 when nobody holds it.")
 	g.timeoutFlag(fs)
 	asJSON := fs.Bool("json", false, "print a JSON object")
 	if err := fs.Parse(args); err != nil {
@@ -83,8 +108,12 @@ func (g *globals) status(ctx context.Context, args []string) (err error) {
 			return err
 		}
 	} else if held {
-		fmt.Fprintf(g.stdout, "%s: held by %s, token %d, %s left (expires %s)\n",
-			quoteName(name), got.Owner, got.Token, roundDuration(remaining(got, now)), got.Expires.Local().Format(time.RFC3339))
+		since := acquiredText(got)
+		if d := heldFor(got, now); d > 0 {
+			since += fmt.Sprintf(", held for %s", roundDuration(d))
+		}
+		fmt.Fprintf(g.stdout, "%s: held by %s, token %d, acquired %s, %s left (expires %s)\n",
+			quoteName(name), got.Owner, got.Token, since, roundDuration(remaining(got, now)), got.Expires.Local().Format(time.RFC3339))
 	} else {
 		fmt.Fprintf(g.stdout, "%s: not held\n", quoteName(name))
 	}
