@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -86,9 +87,12 @@ func TestListShowsHeldLeases(t *testing.T) {
 	dir := t.TempDir()
 	env := []string{"LEASE_BACKEND=" + sqliteURL(t), "DIR=" + dir}
 	var holders []*proc
-	for _, name := range []string{"jobs/a", "jobs/b", "other"} {
+	// Each command marks its start in a file of its own. Not named by
+	// $LEASE_TOKEN: tokens increase per name, so two names acquired in
+	// the same millisecond can share one.
+	for i, name := range []string{"jobs/a", "jobs/b", "other"} {
 		holders = append(holders, start(t, leaseBin, env, "run", name, "--", "sh", "-c",
-			`touch "$DIR/$LEASE_TOKEN"; while [ ! -e "$DIR/stop" ]; do sleep 0.05; done`))
+			fmt.Sprintf(`touch "$DIR/started-%d"; while [ ! -e "$DIR/stop" ]; do sleep 0.05; done`, i)))
 	}
 	waitFor(t, "three commands to start", func() bool {
 		e, _ := os.ReadDir(dir)
