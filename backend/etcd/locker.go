@@ -58,6 +58,8 @@ type store struct {
 	// writes coalesces the owner-checked transactions of concurrent
 	// calls.
 	writes writer
+	// watches holds the Locker's Watches (see watch.go).
+	watches watches
 	// life ends when the Locker closes.
 	life context.Context
 	end  context.CancelFunc
@@ -132,6 +134,7 @@ func (l *Locker) Prefix() string { return l.s.prefix }
 // and, for a Locker made by Open, closes the etcd client.
 func (s *store) Close() error {
 	s.end()
+	s.watches.close()
 	s.reads.close()
 	s.writes.close()
 	s.keeper.close()
