@@ -135,6 +135,7 @@ type store struct {
 	client redis.UniversalClient
 	owned  bool // Close closes client: Open made it
 	prefix string
+	subs   subs // the Watches' pub/sub connection (watch.go)
 }
 
 var (
@@ -146,6 +147,7 @@ var (
 // it; a client given to New stays open. Held leases are not released:
 // they expire.
 func (s *store) Close() error {
+	s.subs.close()
 	if s.owned {
 		return s.client.Close()
 	}
