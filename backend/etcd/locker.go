@@ -13,11 +13,11 @@ import (
 )
 
 // Locker keeps leases in etcd. It implements lease.Locker, lease.Lister,
-// lease.ForceReleaser and lease.BatchRenewer and is safe for concurrent
-// use. See the package documentation for the data model.
+// lease.ForceReleaser, lease.BatchRenewer and lease.Waiter and is safe for
+// concurrent use. See the package documentation for the data model.
 //
-// Its Close makes later calls fail with lease.ErrClosed, closes its
-// keep-alive streams, revokes the spare etcd leases of its pool, waits for
+// Its Close makes later calls fail with lease.ErrClosed, ends its
+// Watches and their stream, closes its keep-alive streams, revokes the spare etcd leases of its pool, waits for
 // the revocations that earlier calls left running (each bounded by two
 // seconds, the queued ones by two seconds in all; see "Requests ahead of
 // and behind the caller" in the package documentation) and, for a Locker
