@@ -132,9 +132,12 @@ func (s *store) Watch(ctx context.Context, name string) (lease.Watch, error) {
 		e.confirmed = false
 		e.ready = make(chan struct{})
 		if h.ps != nil {
-			// An error leaves the channel in the PubSub's set, which a
-			// new connection subscribes to; the wait below tells.
-			_ = h.ps.Subscribe(ctx, ch)
+			if err := h.ps.Subscribe(ctx, ch); err != nil {
+				// go-redis may have moved to a new connection on its own,
+				// leaving the confirmations of this one unaccounted for:
+				// open another, subscribed to every channel, this one too.
+				h.droppedLocked(h.ps)
+			}
 		}
 	}
 	e.watches[w] = struct{}{}
@@ -194,8 +197,11 @@ func (h *subs) loop() {
 			if errors.As(err, &ne) && ne.Timeout() && !pinged {
 				pinged = true
 				pctx, cancel := context.WithTimeout(h.life, pingEvery)
-				_ = ps.Ping(pctx)
+				err := ps.Ping(pctx)
 				cancel()
+				if err != nil {
+					h.dropped(ps)
+				}
 				continue
 			}
 			pinged = false
@@ -223,10 +229,18 @@ func (h *subs) sleep(d time.Duration) bool {
 }
 
 // dropped gives up the connection of ps: it wakes every Watch (a release
-// may have gone unheard) and leaves the loop to open another.
+// may have gone unheard) and leaves the loop to open another. Any error
+// of a PubSub call leads here: go-redis reconnects a PubSub on its own
+// after some errors, and the counts of unsubs would then no longer match
+// the connection's confirmations.
 func (h *subs) dropped(ps *redis.PubSub) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.droppedLocked(ps)
+}
+
+// droppedLocked is dropped with h.mu held.
+func (h *subs) droppedLocked(ps *redis.PubSub) {
 	if h.ps != ps {
 		return
 	}
@@ -366,12 +380,11 @@ func (w *watch) unsubscribe() {
 		}
 		ctx, cancel := context.WithTimeout(h.life, pingEvery)
 		defer cancel()
-		if err := h.ps.Unsubscribe(ctx, w.channel); err != nil {
-			// The connection is failing; the next one will not subscribe
-			// to the channel.
-			delete(h.chans, w.channel)
-			return
-		}
 		e.unsubs++
+		if err := h.ps.Unsubscribe(ctx, w.channel); err != nil {
+			// Subscribe every channel left on a new connection: this one
+			// goes with its watchless entry.
+			h.droppedLocked(h.ps)
+		}
 	})
 }
