@@ -55,9 +55,10 @@ func WithoutRenewal() RunOption { return func(c *runConfig) { c.renewEvery = -1 
 
 // WithWait makes Run wait up to d for a busy lease instead of returning
 // the *HeldError at once: woken by the store when the Locker is a Waiter
-// whose store can watch (PostgreSQL, Redis, etcd), else retrying with
-// jittered backoff. A negative d is an
-// error matching ErrInvalid.
+// whose store can watch (in this module memory, Redis and etcd; the SQL
+// backends do not), and otherwise retrying with jittered backoff, never
+// later than the holder's remaining time. A negative d is an error
+// matching ErrInvalid.
 func WithWait(d time.Duration) RunOption {
 	return func(c *runConfig) {
 		if d < 0 {

@@ -84,9 +84,9 @@ func WithPollInterval(d time.Duration) ObserveOption {
 //   - When l is a lease.Waiter whose store can watch, the store wakes it
 //     when the leader releases the office (and, on stores whose watch
 //     says so, when the term expires), and it reads the office at once.
-//     In this module the memory store notifies releases and force-releases,
-//     not expiry; the SQL, Redis and etcd backends do not implement Watch
-//     yet, and are polled.
+//     In this module the memory and Redis stores notify releases and
+//     force-releases, not expiry; etcd notifies expiry too (it deletes
+//     the key); the SQL backends do not implement Watch, and are polled.
 //   - While a leader holds the office, it reads again when the term is due
 //     to expire (by this process's clock, so clock skew between it and the
 //     store only moves its reads within the bounds here), and at least

@@ -234,6 +234,34 @@
 // Token from the create revision that every owner-checked transaction
 // compares, costing round trips.
 //
+// # Waiting: Watch
+//
+// The Locker is a lease.Waiter, so lease.Run's WithWait (and the election
+// package) wake when a busy name becomes free instead of polling. Watch
+// reads the name's key (one linearizable Range) and puts an etcd watch on
+// it from the revision after that read, so a deletion after Watch returns
+// is never missed, even one that reaches etcd before the watch does. Its
+// channel receives on every deletion of the key: a Release, a
+// ForceRelease, and an expiry, since etcd deletes the key when the
+// tenure's etcd lease runs out (within the expiry lag above); and on a
+// put that shows another tenure than the one last seen (whose end was
+// then not seen). Renewals do not wake it: a keep-alive is no event, and
+// a Renew that moves the key keeps its create revision. A deletion also
+// tells the Locker that the name is free, so the woken Acquire writes at
+// once without reading first.
+//
+// All the Watches of a Locker share one clientv3.Watcher of the Locker's
+// own and one gRPC Watch stream (their contexts carry the same metadata,
+// which is how clientv3 groups watches into streams); clientv3 resumes a
+// watch from its last revision when the stream breaks. The watches are
+// made with clientv3.WithRequireLeader, so a member cut off from its
+// cluster cancels them rather than going quiet. When etcd cancels a watch
+// (its revision was compacted, the member lost its leader) the Watch
+// wakes, reads the key again, watches from the new revision and wakes
+// once more: a spurious wake-up, never a missed one. Stop, the end of the
+// Watch's context and Close end the Watch's goroutine; the stream closes
+// with its last watch, and with Close.
+//
 // # URLs
 //
 // Importing the package registers the "etcd" scheme with lease.Open:

@@ -13,11 +13,11 @@ import (
 )
 
 // Locker keeps leases in etcd. It implements lease.Locker, lease.Lister,
-// lease.ForceReleaser and lease.BatchRenewer and is safe for concurrent
-// use. See the package documentation for the data model.
+// lease.ForceReleaser, lease.BatchRenewer and lease.Waiter and is safe for
+// concurrent use. See the package documentation for the data model.
 //
-// Its Close makes later calls fail with lease.ErrClosed, closes its
-// keep-alive streams, revokes the spare etcd leases of its pool, waits for
+// Its Close makes later calls fail with lease.ErrClosed, ends its
+// Watches and their stream, closes its keep-alive streams, revokes the spare etcd leases of its pool, waits for
 // the revocations that earlier calls left running (each bounded by two
 // seconds, the queued ones by two seconds in all; see "Requests ahead of
 // and behind the caller" in the package documentation) and, for a Locker
@@ -58,6 +58,8 @@ type store struct {
 	// writes coalesces the owner-checked transactions of concurrent
 	// calls.
 	writes writer
+	// watches holds the Locker's Watches (see watch.go).
+	watches watches
 	// life ends when the Locker closes.
 	life context.Context
 	end  context.CancelFunc
@@ -132,6 +134,7 @@ func (l *Locker) Prefix() string { return l.s.prefix }
 // and, for a Locker made by Open, closes the etcd client.
 func (s *store) Close() error {
 	s.end()
+	s.watches.close()
 	s.reads.close()
 	s.writes.close()
 	s.keeper.close()

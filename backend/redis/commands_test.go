@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -243,6 +244,11 @@ func TestCommandsPerOperationRedis(t *testing.T) {
 		}
 		if sent != 1 {
 			t.Errorf("%s: the server ran %d scripts for it: %v; want 1", o.name, sent, cmds)
+		}
+		// A release announces itself to the Watches from inside its script:
+		// still one EVALSHA, one more command on the server.
+		if published := slices.Contains(cmds, "publish"); published != (o.name == "Release" || o.name == "ForceRelease") {
+			t.Errorf("%s: the server ran %v; a PUBLISH belongs to the releases that end a tenure, and only to them", o.name, cmds)
 		}
 		t.Logf("%-28s server ran %2d commands: %s", o.name, len(cmds), strings.Join(cmds, " "))
 	}

@@ -111,6 +111,38 @@
 // reply was lost just then, and whose resend reaches a server without the
 // tenure and without the marker, reports lease.ErrLost.
 //
+// # Waiting: Watch
+//
+// The Locker is a lease.Waiter, so lease.Run's WithWait (and the election
+// package) wake when a busy name is released instead of polling. Every
+// Release or ForceRelease that ends a tenure publishes, inside its own
+// script (still one EVALSHA; the server runs one PUBLISH more), to the
+// name's channel:
+//
+//	<prefix>{<base64url(sha256(name))>}:free
+//
+// which has the hash tag of the name's keys. Watch subscribes to that
+// channel on one pub/sub connection per Locker, shared by all its Watches
+// (one subscription per name, however many Watches are on it, dropped
+// with the last), and returns once Redis has confirmed the subscription,
+// so no release after Watch returns goes unheard while the connection
+// holds. Pub/sub is fire-and-forget, so when that connection drops (a
+// read error, or two unanswered pings 2s apart on a silent one) every
+// Watch wakes, the Locker opens a new one and subscribes again, and every
+// Watch wakes once more when Redis confirms: a release while the
+// connection was down costs a spurious wake-up, never a missed one.
+// Watch gives up after 5s without a confirmation, and lease.Run then
+// polls; while a waiter watches, Run still tries again at least every 2s.
+//
+// Expiry publishes nothing (the Locker does not rely on keyspace
+// notifications, which are off by default and not delivered across a
+// Cluster): a tenure that expires wakes no Watch, and lease.Run's waiting
+// covers it by trying again at the holder's remaining time, which every
+// busy Acquire reports. The pub/sub connection and the goroutine that
+// reads it live from the first Watch until Close. A Ring client cannot
+// watch (its pub/sub connection would reach one shard): Watch reports
+// errors.ErrUnsupported there, and lease.Run polls.
+//
 // # Errors
 //
 // A failure of the request (refused connection, timeout, READONLY replica,

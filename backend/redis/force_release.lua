@@ -4,8 +4,10 @@
 -- ARGV[1]  the name
 --
 -- Returns {1, name, owner, token, pttl_ms, time_s, time_us, acquired_us}
--- describing the tenure it ended (as inspect.lua), {0} when there was none. The token counter is kept, so
--- the next tenure gets a larger token.
+-- describing the tenure it ended (as inspect.lua), {0} when there was none.
+-- The token counter is kept, so the next tenure gets a larger token. Like
+-- release.lua, it publishes the ended tenure's token to the name's
+-- channel, <prefix>{<tag>}:free.
 
 if redis.replicate_commands then redis.replicate_commands() end
 
@@ -19,4 +21,5 @@ end
 local now = redis.call('TIME')
 local pttl = redis.call('PTTL', KEYS[1])
 redis.call('DEL', KEYS[1])
+redis.call('PUBLISH', string.sub(KEYS[1], 1, -7) .. ':free', cur[3])
 return {1, cur[1], cur[2], cur[3], pttl, now[1], now[2], cur[4] or ''}

@@ -13,12 +13,14 @@ import (
 )
 
 // Locker is a lease store on Redis. It implements lease.Locker,
-// lease.Lister and lease.ForceReleaser, and is safe for concurrent use.
+// lease.Lister, lease.ForceReleaser and lease.Waiter (see Watch in the
+// package documentation), and is safe for concurrent use.
 // Acquire, Renew, Release, Inspect and ForceRelease each take one round
 // trip: one Lua script (see the .lua files of this package).
 //
 // Close makes every later call fail with an error matching
-// lease.ErrClosed; it closes the Redis client only when Open made it. Held
+// lease.ErrClosed and ends the Watches' pub/sub connection; it closes the
+// Redis client only when Open made it. Held
 // leases are not released by Close: they expire.
 type Locker struct {
 	*base
@@ -135,6 +137,7 @@ type store struct {
 	client redis.UniversalClient
 	owned  bool // Close closes client: Open made it
 	prefix string
+	subs   subs // the Watches' pub/sub connection (watch.go)
 }
 
 var (
@@ -146,6 +149,7 @@ var (
 // it; a client given to New stays open. Held leases are not released:
 // they expire.
 func (s *store) Close() error {
+	s.subs.close()
 	if s.owned {
 		return s.client.Close()
 	}

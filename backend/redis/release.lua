@@ -12,12 +12,15 @@
 -- made. Returns 0 when the tenure had expired, was released by another call
 -- or taken over (nothing is changed). The token counter is kept, so the
 -- next tenure gets a larger token; no other script reads the marker, so the
--- name is free at once.
+-- name is free at once. It publishes the token to the name's channel,
+-- <prefix>{<tag>}:free (KEYS[1] with ":lease" replaced by ":free"), for
+-- the Watches waiting for the name.
 
 local cur = redis.call('HMGET', KEYS[1], 'name', 'owner', 'token')
 if cur[1] == ARGV[1] and cur[2] == ARGV[2] and cur[3] == ARGV[3] then
   redis.call('DEL', KEYS[1])
   redis.call('SET', KEYS[2], ARGV[4], 'PX', ARGV[5])
+  redis.call('PUBLISH', string.sub(KEYS[1], 1, -7) .. ':free', ARGV[3])
   return 1
 end
 if redis.call('GET', KEYS[2]) == ARGV[4] then

@@ -1,0 +1,390 @@
+package redislease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
+)
+
+var (
+	_ lease.Waiter   = (*Locker)(nil)
+	_ driver.Watcher = (*store)(nil)
+)
+
+// freeSuffix ends the name of the pub/sub channel on which release.lua
+// and force_release.lua announce that a name's tenure ended:
+//
+//	<prefix>{<base64url(sha256(name))>}:free
+//
+// It has the hash tag of the name's keys, so it maps to their slot (the
+// scripts derive it from the lease key, replacing leaseSuffix).
+const freeSuffix = ":free"
+
+// channel returns the pub/sub channel of name (see freeSuffix).
+func (s *store) channel(name string) string { return s.keyBase(name) + freeSuffix }
+
+const (
+	// pingEvery is how long the pub/sub connection may stay silent before
+	// the Locker pings it; a ping unanswered for as long again counts as
+	// a dropped connection.
+	pingEvery = 2 * time.Second
+	// watchSetup bounds how long Watch waits for Redis to confirm a new
+	// subscription, so that a waiter whose pub/sub connection is down
+	// polls instead (lease.Run falls back to polling when Watch fails).
+	watchSetup = 5 * time.Second
+	// resubscribeBackoff bounds the wait between attempts to open the
+	// pub/sub connection again.
+	resubscribeBackoff = time.Second
+)
+
+// subs is a Locker's pub/sub side: one PubSub connection shared by all its
+// Watches, subscribed to the channel of each name watched (with a count
+// of the Watches on it), and one goroutine that reads it. Both live from
+// the first Watch until Close.
+//
+// Every subscription's state is changed only under mu, and every command
+// on the PubSub is written under mu, so the confirmations the goroutine
+// reads come in the order of the commands.
+type subs struct {
+	client redis.UniversalClient
+
+	mu     sync.Mutex
+	ps     *redis.PubSub // nil: not started, or being opened again
+	chans  map[string]*sub
+	closed bool
+	life   context.Context
+	end    context.CancelFunc
+	done   chan struct{} // closed when the goroutine returns; nil before it starts
+}
+
+// sub is the subscription to one channel.
+type sub struct {
+	watches map[*watch]struct{}
+	// confirmed is set once Redis confirmed the subscription; a later
+	// confirmation is a subscription made again on a new connection.
+	confirmed bool
+	// ready is closed at the first confirmation.
+	ready chan struct{}
+	// unsubs counts the UNSUBSCRIBEs sent on this connection whose
+	// confirmation has not come back: until then a subscribe
+	// confirmation is the answer to an earlier SUBSCRIBE.
+	unsubs int
+}
+
+// watch is one Watch on a name of a Redis Locker.
+type watch struct {
+	subs      *subs
+	channel   string
+	c         chan struct{}
+	stopAfter func() bool
+	once      sync.Once
+}
+
+// Watch implements driver.Watcher: it subscribes to the name's channel
+// (on the Locker's one pub/sub connection, only if no other Watch of the
+// Locker is on the name already) and returns once Redis has confirmed the
+// subscription, so that every Release or ForceRelease that Redis runs
+// after Watch returns publishes to a subscribed channel. The Watch's
+// channel receives on each such message; when the pub/sub connection
+// drops, on the drop and again once the subscriptions are in place on a
+// new connection, since a release in between was not heard. The expiry
+// of a tenure publishes nothing (the Locker does not use keyspace
+// notifications): lease.Run's waiting wakes at the holder's remaining
+// time for it. A Ring client cannot watch (its pub/sub connection would
+// reach one shard only): Watch reports errors.ErrUnsupported.
+func (s *store) Watch(ctx context.Context, name string) (lease.Watch, error) {
+	if _, ring := s.client.(*redis.Ring); ring {
+		return nil, fmt.Errorf("a Ring client cannot watch: %w", errors.ErrUnsupported)
+	}
+	h := &s.subs
+	ch := s.channel(name)
+	w := &watch{subs: h, channel: ch, c: make(chan struct{}, 1)}
+
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return nil, lease.ErrClosed
+	}
+	if h.done == nil {
+		h.client = s.client
+		h.life, h.end = context.WithCancel(context.Background())
+		h.chans = map[string]*sub{}
+		h.ps = s.client.Subscribe(h.life)
+		h.done = make(chan struct{})
+		go h.loop()
+	}
+	e := h.chans[ch]
+	if e == nil || len(e.watches) == 0 {
+		if e == nil {
+			e = &sub{watches: map[*watch]struct{}{}}
+			h.chans[ch] = e
+		}
+		// A new subscription, or one whose UNSUBSCRIBE is under way:
+		// subscribe (again) and wait for this confirmation.
+		e.confirmed = false
+		e.ready = make(chan struct{})
+		if h.ps != nil {
+			if err := h.ps.Subscribe(ctx, ch); err != nil {
+				// go-redis may have moved to a new connection on its own,
+				// leaving the confirmations of this one unaccounted for:
+				// open another, subscribed to every channel, this one too.
+				h.droppedLocked(h.ps)
+			}
+		}
+	}
+	e.watches[w] = struct{}{}
+	ready := e.ready
+	h.mu.Unlock()
+
+	t := time.NewTimer(watchSetup)
+	defer t.Stop()
+	select {
+	case <-ready:
+	case <-ctx.Done():
+		w.Stop()
+		return nil, ctx.Err()
+	case <-t.C:
+		w.Stop()
+		return nil, fmt.Errorf("redis did not confirm the subscription to %s within %s", ch, watchSetup)
+	}
+	w.stopAfter = context.AfterFunc(ctx, w.unsubscribe)
+	return w, nil
+}
+
+// loop reads the pub/sub connection until the Locker closes: it wakes the
+// Watches of each channel a message comes on, confirms subscriptions,
+// pings a silent connection, and opens a new connection when one drops.
+func (h *subs) loop() {
+	defer close(h.done)
+	defer func() {
+		h.mu.Lock()
+		if h.ps != nil {
+			_ = h.ps.Close()
+			h.ps = nil
+		}
+		h.mu.Unlock()
+	}()
+	var (
+		pinged  bool
+		backoff time.Duration
+	)
+	for {
+		h.mu.Lock()
+		ps := h.ps
+		h.mu.Unlock()
+		if ps == nil {
+			if !h.sleep(backoff) {
+				return
+			}
+			backoff = min(max(2*backoff, 50*time.Millisecond), resubscribeBackoff)
+			h.reopen()
+			continue
+		}
+		msg, err := ps.ReceiveTimeout(h.life, pingEvery)
+		if h.life.Err() != nil {
+			return
+		}
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() && !pinged {
+				pinged = true
+				pctx, cancel := context.WithTimeout(h.life, pingEvery)
+				err := ps.Ping(pctx)
+				cancel()
+				if err != nil {
+					h.dropped(ps)
+				}
+				continue
+			}
+			pinged = false
+			h.dropped(ps)
+			continue
+		}
+		pinged, backoff = false, 0
+		h.receive(msg)
+	}
+}
+
+// sleep waits d, or until the Locker closes (false).
+func (h *subs) sleep(d time.Duration) bool {
+	if d <= 0 {
+		return h.life.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-h.life.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// dropped gives up the connection of ps: it wakes every Watch (a release
+// may have gone unheard) and leaves the loop to open another. Any error
+// of a PubSub call leads here: go-redis reconnects a PubSub on its own
+// after some errors, and the counts of unsubs would then no longer match
+// the connection's confirmations.
+func (h *subs) dropped(ps *redis.PubSub) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.droppedLocked(ps)
+}
+
+// droppedLocked is dropped with h.mu held.
+func (h *subs) droppedLocked(ps *redis.PubSub) {
+	if h.ps != ps {
+		return
+	}
+	_ = ps.Close()
+	h.ps = nil
+	for ch, e := range h.chans {
+		if len(e.watches) == 0 {
+			delete(h.chans, ch)
+			continue
+		}
+		e.unsubs = 0
+		for w := range e.watches {
+			w.wake()
+		}
+	}
+}
+
+// reopen opens a new pub/sub connection subscribed to every channel with
+// a Watch. Its confirmations wake the Watches (see receive).
+func (h *subs) reopen() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed || h.ps != nil {
+		return
+	}
+	chans := make([]string, 0, len(h.chans))
+	for ch := range h.chans {
+		chans = append(chans, ch)
+	}
+	ctx, cancel := context.WithTimeout(h.life, pingEvery)
+	defer cancel()
+	ps := h.client.Subscribe(ctx)
+	if len(chans) > 0 {
+		if err := ps.Subscribe(ctx, chans...); err != nil {
+			_ = ps.Close()
+			return
+		}
+	}
+	h.ps = ps
+}
+
+// receive handles one message from the pub/sub connection.
+func (h *subs) receive(msg any) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch m := msg.(type) {
+	case *redis.Message:
+		if e := h.chans[m.Channel]; e != nil {
+			for w := range e.watches {
+				w.wake()
+			}
+		}
+	case *redis.Subscription:
+		e := h.chans[m.Channel]
+		if e == nil {
+			return
+		}
+		switch m.Kind {
+		case "subscribe":
+			switch {
+			case e.unsubs > 0:
+				// The answer to a SUBSCRIBE sent before an UNSUBSCRIBE
+				// still under way.
+			case !e.confirmed:
+				e.confirmed = true
+				close(e.ready)
+			default:
+				// Subscribed again on a new connection: a release may have
+				// gone unheard meanwhile.
+				for w := range e.watches {
+					w.wake()
+				}
+			}
+		case "unsubscribe":
+			if e.unsubs > 0 {
+				e.unsubs--
+			}
+			if e.unsubs == 0 && len(e.watches) == 0 {
+				delete(h.chans, m.Channel)
+			}
+		}
+	}
+}
+
+// close ends the goroutine and the pub/sub connection, if they started.
+func (h *subs) close() {
+	h.mu.Lock()
+	h.closed = true
+	done, ps := h.done, h.ps
+	h.mu.Unlock()
+	if done == nil {
+		return
+	}
+	h.end()
+	if ps != nil {
+		// Ends the read the goroutine may be waiting on.
+		_ = ps.Close()
+	}
+	<-done
+}
+
+func (w *watch) wake() {
+	select {
+	case w.c <- struct{}{}:
+	default:
+	}
+}
+
+// Changed implements lease.Watch.
+func (w *watch) Changed() <-chan struct{} { return w.c }
+
+// Stop implements lease.Watch: it takes the Watch off its channel, and
+// unsubscribes from the channel when no other Watch is on it.
+func (w *watch) Stop() {
+	if w.stopAfter != nil {
+		w.stopAfter()
+	}
+	w.unsubscribe()
+}
+
+func (w *watch) unsubscribe() {
+	w.once.Do(func() {
+		h := w.subs
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		e := h.chans[w.channel]
+		if e == nil {
+			return
+		}
+		delete(e.watches, w)
+		if len(e.watches) > 0 {
+			return
+		}
+		if h.ps == nil || h.closed {
+			delete(h.chans, w.channel)
+			return
+		}
+		ctx, cancel := context.WithTimeout(h.life, pingEvery)
+		defer cancel()
+		e.unsubs++
+		if err := h.ps.Unsubscribe(ctx, w.channel); err != nil {
+			// Subscribe every channel left on a new connection: this one
+			// goes with its watchless entry.
+			h.droppedLocked(h.ps)
+		}
+	})
+}
