@@ -121,11 +121,34 @@ func (p *Process) Stop() {
 }
 
 // Kill kills the server and everything it started (SIGKILL to its process
-// group), as a crash or a power cut of its machine would, and waits for
-// it to exit. Killing a stopped server does nothing.
+// group and, on Linux, to every process below it, since PostgreSQL gives
+// each backend a session of its own), as a crash or a power cut of its
+// machine would, and waits for them all to exit, so that no connection is
+// answered after Kill returns. Killing a stopped server does nothing.
 func (p *Process) Kill() {
 	p.t.Helper()
+	var below []int
+	p.mu.Lock()
+	if p.runningLocked() && !p.leaderGone {
+		// Stopped, the server cannot start another child while its
+		// children are listed.
+		_ = p.signalLocked(sigStop, true)
+		below = descendants(p.cmd.Process.Pid)
+	}
+	p.mu.Unlock()
 	p.halt(sigKill, 0)
+	for _, id := range below {
+		_ = sendSignal(id, false, sigKill)
+	}
+	deadline := time.Now().Add(StopTimeout)
+	for _, id := range below {
+		for !gone(id) {
+			if time.Now().After(deadline) {
+				p.t.Fatalf("testserver: kill %s: process %d still running after %s", p.name, id, StopTimeout)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
 }
 
 // Restart stops the server gracefully and starts it again on the same

@@ -1,8 +1,11 @@
 package testserver
 
 import (
+	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"unsafe"
@@ -93,4 +96,73 @@ func waitNoReap(pid int) bool {
 			return false
 		}
 	}
+}
+
+// descendants returns the ids of the processes below pid, found through
+// /proc. Servers such as PostgreSQL put each child in a session of its
+// own (setsid), out of reach of a signal to the server's process group.
+func descendants(pid int) []int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	children := map[int][]int{}
+	for _, e := range entries {
+		id, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if ppid, ok := parentOf(id); ok {
+			children[ppid] = append(children[ppid], id)
+		}
+	}
+	var out []int
+	queue := []int{pid}
+	for len(queue) > 0 && len(out) < 10000 {
+		next := queue[0]
+		queue = queue[1:]
+		out = append(out, children[next]...)
+		queue = append(queue, children[next]...)
+	}
+	return out
+}
+
+// parentOf reads the parent id of process id from /proc/id/stat.
+func parentOf(id int) (int, bool) {
+	stat, ok := procStat(id)
+	if !ok {
+		return 0, false
+	}
+	f := strings.Fields(stat)
+	if len(f) < 2 {
+		return 0, false
+	}
+	ppid, err := strconv.Atoi(f[1])
+	return ppid, err == nil
+}
+
+// procStat is the part of /proc/id/stat after the command name: state,
+// parent id, and the rest.
+func procStat(id int) (string, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(id) + "/stat")
+	if err != nil {
+		return "", false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return "", false
+	}
+	return s[i+1:], true
+}
+
+// gone reports whether process id has exited (a zombie counts: it runs
+// no more code and holds no sockets).
+func gone(id int) bool {
+	stat, ok := procStat(id)
+	if !ok {
+		return true
+	}
+	f := strings.Fields(stat)
+	return len(f) > 0 && (f[0] == "Z" || f[0] == "X")
 }
