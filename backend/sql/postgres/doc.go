@@ -34,6 +34,15 @@
 // environment variables and ~/.pgpass fill in what the URL leaves out, as
 // with psql.
 //
+// # Connections
+//
+// The pool Open builds pings a connection before reusing it only when it
+// has been idle for over 30 seconds (pgx's default is 1 second, which
+// would make every renewal of lease.Run, one every ttl/3, cost two round
+// trips). A connection the server closed in the meantime (a restart, a
+// killed backend) makes the one call that uses it fail with a store
+// error, never a lease outcome; the pool then drops it.
+//
 // Open is bounded by its context: connecting, the catalog check and
 // CREATE TABLE all end when ctx does, also on a server that accepts the
 // connection and never answers. No error quotes the URL's password.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -44,7 +45,22 @@ func connector(u *url.URL, q url.Values) (sqldriver.Connector, error) {
 	if err != nil {
 		return nil, err
 	}
-	return stdlib.GetConnector(*cfg), nil
+	return stdlib.GetConnector(*cfg, stdlib.OptionShouldPing(shouldPing)), nil
+}
+
+// pingAfterIdle is how long a connection must have been idle before the
+// pool pings it when handing it out. pgx's default is 1s, which makes
+// every renewal of lease.Run (one every ttl/3) cost a ping and the
+// statement: two round trips for one.
+const pingAfterIdle = 30 * time.Second
+
+// shouldPing has pgx ping a connection before reuse only after
+// pingAfterIdle of idleness. A connection the server closed sooner (a
+// restart, a killed backend) fails its next statement instead: the call
+// returns an error (a store failure, never a lease outcome) and
+// database/sql drops the connection, so the next call dials anew.
+func shouldPing(_ context.Context, p stdlib.ShouldPingParams) bool {
+	return p.IdleDuration > pingAfterIdle
 }
 
 // config keeps the URL's user, password, host and database and only the
