@@ -29,6 +29,19 @@
 // Each has Open(ctx, url, opts...) returning a *Locker of this package;
 // backend/all imports all three.
 //
+// # Pools
+//
+// A pool that OpenConnector (and so each Open, and lease.Open) builds
+// holds at most DefaultMaxOpenConns connections (32) and keeps up to
+// DefaultMaxIdleConns (16) idle ones, each for up to a minute; calls
+// beyond the bound wait for a connection within their context. Change
+// both with WithPoolSize(open, idle), or in a URL with max_conns and
+// max_idle_conns (every SQL scheme takes them; max_idle_conns defaults to
+// 16 or max_conns if fewer; bad values are errors naming the parameter
+// and matching lease.ErrInvalid). A *sql.DB given to New is the caller's
+// and left as configured (database/sql's default: unbounded, 2 idle); New
+// refuses WithPoolSize.
+//
 // # Table
 //
 // One row per name (see Schema for the DDL): the SHA-256 of the name as

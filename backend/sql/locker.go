@@ -55,27 +55,40 @@ var (
 // Do not create a temporary table with the lease table's name on a
 // connection of db: see "Temporary tables" in the package documentation.
 func New(db *sql.DB, opts ...Option) (*Locker, error) {
-	l, err := newLocker(db, opts)
+	o, err := parseOptions(opts)
+	var l *Locker
+	switch {
+	case err != nil:
+	case o.poolSet:
+		err = fmt.Errorf("%w: WithPoolSize applies to pools OpenConnector builds; bound a *sql.DB of your own with its SetMaxOpenConns and SetMaxIdleConns", lease.ErrInvalid)
+	default:
+		l, err = newLocker(db, o)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("lease/sql: New: %w", err)
 	}
 	return l, nil
 }
 
-// newLocker is New without the error prefix, which OpenConnector words
-// differently.
-func newLocker(db *sql.DB, opts []Option) (*Locker, error) {
-	if db == nil {
-		return nil, fmt.Errorf("%w: nil *sql.DB", lease.ErrInvalid)
-	}
-	o := options{table: DefaultTable, autoCreate: true}
+// parseOptions applies opts to the defaults.
+func parseOptions(opts []Option) (options, error) {
+	o := options{table: DefaultTable, autoCreate: true, maxOpen: DefaultMaxOpenConns, maxIdle: DefaultMaxIdleConns}
 	for i, opt := range opts {
 		if opt == nil {
-			return nil, fmt.Errorf("%w: option %d is nil", lease.ErrInvalid, i)
+			return o, fmt.Errorf("%w: option %d is nil", lease.ErrInvalid, i)
 		}
 		if err := opt(&o); err != nil {
-			return nil, err
+			return o, err
 		}
+	}
+	return o, nil
+}
+
+// newLocker is New after parseOptions, without the error prefix, which
+// OpenConnector words differently.
+func newLocker(db *sql.DB, o options) (*Locker, error) {
+	if db == nil {
+		return nil, fmt.Errorf("%w: nil *sql.DB", lease.ErrInvalid)
 	}
 	if o.dialect == 0 {
 		d, err := detectDialect(db)

@@ -20,19 +20,26 @@ import (
 // turned a URL into a connector (backend/sql/postgres, backend/sql/mysql,
 // backend/sql/sqlite); call it with a connector of your own (pgx's
 // stdlib.GetConnector, go-sql-driver's mysql.NewConnector) to get the same
-// from a driver configuration. The pool keeps up to 16 idle connections,
-// each for up to a minute.
+// from a driver configuration. The pool holds at most DefaultMaxOpenConns
+// connections and keeps up to DefaultMaxIdleConns idle ones, each for up
+// to a minute; WithPoolSize changes both.
 func OpenConnector(ctx context.Context, c sqldriver.Connector, opts ...Option) (*Locker, error) {
 	if c == nil {
 		return nil, fmt.Errorf("lease/sql: open: %w: nil driver.Connector", lease.ErrInvalid)
 	}
+	o, err := parseOptions(opts)
+	if err != nil {
+		return nil, fmt.Errorf("lease/sql: open: %w", err)
+	}
 	db := sql.OpenDB(c)
-	// database/sql keeps 2 idle connections by default: under contention
-	// every other statement would pay for a new connection (a new backend
-	// process on PostgreSQL).
-	db.SetMaxIdleConns(16)
+	// database/sql opens as many connections as there are concurrent
+	// calls (a burst of 64 opened 52 PostgreSQL backends) and keeps 2 idle
+	// ones: bound the first, and keep enough idle that moderate
+	// contention does not pay for a new connection per statement.
+	db.SetMaxOpenConns(o.maxOpen)
+	db.SetMaxIdleConns(o.maxIdle)
 	db.SetConnMaxIdleTime(time.Minute)
-	l, err := newLocker(db, opts)
+	l, err := newLocker(db, o)
 	if err == nil {
 		l.s.ownsDB = true
 		err = l.s.check(ctx)

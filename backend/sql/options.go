@@ -15,6 +15,39 @@ type options struct {
 	table      string
 	dialect    Dialect
 	autoCreate bool
+
+	// poolSet says WithPoolSize was given; maxOpen and maxIdle are its
+	// values.
+	poolSet          bool
+	maxOpen, maxIdle int
+}
+
+// The pool that OpenConnector builds (and so the dialect packages' Open
+// and lease.Open) holds at most DefaultMaxOpenConns connections, of which
+// it keeps up to DefaultMaxIdleConns open while idle. WithPoolSize, or the
+// URL parameters max_conns and max_idle_conns, change them.
+const (
+	DefaultMaxOpenConns = 32
+	DefaultMaxIdleConns = 16
+)
+
+// WithPoolSize bounds the pool that OpenConnector builds (and the dialect
+// packages' Open, which take it too): at most open connections to the
+// database, calls beyond that waiting for one (within their context), and
+// up to idle of them kept open while unused. open must be at least 1 and
+// idle between 0 and open. The defaults are DefaultMaxOpenConns and
+// DefaultMaxIdleConns.
+//
+// New refuses it: a *sql.DB given to New is the caller's, left as they
+// configured it (db.SetMaxOpenConns, db.SetMaxIdleConns).
+func WithPoolSize(open, idle int) Option {
+	return func(o *options) error {
+		if open < 1 || idle < 0 || idle > open {
+			return fmt.Errorf("%w: WithPoolSize(%d, %d): want at least 1 connection, and between 0 and that many idle", lease.ErrInvalid, open, idle)
+		}
+		o.poolSet, o.maxOpen, o.maxIdle = true, open, idle
+		return nil
+	}
 }
 
 // WithTable makes the Locker keep its rows in table instead of

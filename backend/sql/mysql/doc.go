@@ -34,7 +34,9 @@
 //	mysql://user:password@host:3306/database
 //
 // Query parameters: table ([database.]name, default "leases"), autocreate
-// (false to leave creating the table to you), tls (true, false,
+// (false to leave creating the table to you), max_conns and
+// max_idle_conns (the pool's bound, default 32, and how many idle
+// connections it keeps, default 16; see sqllease.WithPoolSize), tls (true, false,
 // skip-verify or preferred) and timeout (the dial timeout, a Go
 // duration). Any other parameter is an error. The pool sends each
 // statement with its arguments interpolated (interpolateParams), one

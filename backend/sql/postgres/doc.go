@@ -28,13 +28,23 @@
 //	postgres://user:password@host:5432/database?sslmode=require
 //
 // Query parameters: table ([schema.]name, default "leases"; not in
-// pg_temp), autocreate (false to leave creating the table to you), and,
+// pg_temp), autocreate (false to leave creating the table to you),
+// max_conns and max_idle_conns (see Connections), and,
 // passed to pgx, sslmode, sslrootcert, sslcert, sslkey, connect_timeout
 // and application_name. Any other parameter is an error. The PG*
 // environment variables and ~/.pgpass fill in what the URL leaves out, as
 // with psql.
 //
 // # Connections
+//
+// The pool Open builds holds at most max_conns connections (default 32,
+// sqllease.DefaultMaxOpenConns): a burst of calls beyond that waits for a
+// connection, within each call's context, instead of opening a server
+// backend per call. It keeps up to max_idle_conns of them open while idle
+// (default 16, or max_conns if fewer), each for up to a minute. The
+// option sqllease.WithPoolSize(open, idle), given to Open, does the same
+// and wins over the URL. A *sql.DB of your own given to sqllease.New is
+// left as you configured it.
 //
 // The pool Open builds pings a connection before reusing it only when it
 // has been idle for over 30 seconds (pgx's default is 1 second, which

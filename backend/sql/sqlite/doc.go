@@ -45,7 +45,9 @@
 // connection would see a different database. Query parameters: table
 // ([schema.]name, default "leases"; not in the temp schema, which each
 // connection has its own copy of), autocreate (false to leave creating
-// the table to you) and busy_timeout (how long, in milliseconds, a
+// the table to you), max_conns and max_idle_conns (the pool's bound,
+// default 32, and its idle connections, default 16; see
+// sqllease.WithPoolSize) and busy_timeout (how long, in milliseconds, a
 // statement waits for a locked file; default 5000). Any other parameter is
 // an error.
 //

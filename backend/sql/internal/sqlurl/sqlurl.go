@@ -1,6 +1,6 @@
 // Package sqlurl is what the dialect packages of backend/sql share to open
 // a Locker from a URL: the query parameters every SQL URL takes (table,
-// autocreate), the error prefix, and the registration with lease.Open. A
+// autocreate, max_conns, max_idle_conns), the error prefix, and the registration with lease.Open. A
 // dialect package supplies only its own parameters and the translation of
 // the URL into its driver's connector.
 package sqlurl
@@ -23,8 +23,8 @@ import (
 type Dialect struct {
 	// Dialect is the SQL dialect the connector speaks.
 	Dialect sqllease.Dialect
-	// Params are the query parameters the dialect takes besides table
-	// and autocreate.
+	// Params are the query parameters the dialect takes besides the
+	// common ones (table, autocreate, max_conns, max_idle_conns).
 	Params []string
 	// Connector turns the URL and its checked query into a connector.
 	// Its errors must not quote the URL, which may hold a password.
@@ -59,7 +59,7 @@ func parseReason(err error) string {
 // Open opens a Locker for u, which lease.Open or OpenRaw parsed. Options
 // given by the caller come after the URL's, so they win.
 func (d Dialect) Open(ctx context.Context, u *url.URL, opts []sqllease.Option) (*sqllease.Locker, error) {
-	q, err := driver.URLQuery(u, append([]string{"table", "autocreate"}, d.Params...)...)
+	q, err := driver.URLQuery(u, append([]string{"table", "autocreate", "max_conns", "max_idle_conns"}, d.Params...)...)
 	if err != nil {
 		return nil, fmt.Errorf("lease/sql: open: %w", err)
 	}
@@ -76,11 +76,47 @@ func (d Dialect) Open(ctx context.Context, u *url.URL, opts []sqllease.Option) (
 			urlOpts = append(urlOpts, sqllease.WithoutAutoCreate())
 		}
 	}
+	pool, err := poolSize(q)
+	if err != nil {
+		return nil, fmt.Errorf("lease/sql: open: %w", err)
+	}
+	if pool != nil {
+		urlOpts = append(urlOpts, pool)
+	}
 	c, err := d.Connector(u, q)
 	if err != nil {
 		return nil, fmt.Errorf("lease/sql: open: %w", err)
 	}
 	return sqllease.OpenConnector(ctx, c, append(urlOpts, opts...)...)
+}
+
+// poolSize is the URL's max_conns and max_idle_conns as a WithPoolSize
+// option, nil when it has neither. max_idle_conns defaults to
+// sqllease.DefaultMaxIdleConns, or max_conns when that is fewer.
+func poolSize(q url.Values) (sqllease.Option, error) {
+	open, idle := sqllease.DefaultMaxOpenConns, sqllease.DefaultMaxIdleConns
+	vo, vi := q.Get("max_conns"), q.Get("max_idle_conns")
+	if vo == "" && vi == "" {
+		return nil, nil
+	}
+	if vo != "" {
+		n, err := strconv.Atoi(vo)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%w: max_conns=%q is not a number of connections, at least 1", lease.ErrInvalid, vo)
+		}
+		open, idle = n, min(idle, n)
+	}
+	if vi != "" {
+		n, err := strconv.Atoi(vi)
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("%w: max_idle_conns=%q is not a number of connections, 0 or more", lease.ErrInvalid, vi)
+		}
+		if n > open {
+			return nil, fmt.Errorf("%w: max_idle_conns=%d is more than max_conns (%d)", lease.ErrInvalid, n, open)
+		}
+		idle = n
+	}
+	return sqllease.WithPoolSize(open, idle), nil
 }
 
 // Register makes lease.Open open the dialect's schemes.
