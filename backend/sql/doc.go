@@ -91,12 +91,20 @@
 // so application servers need no synchronised clocks. Acquire is a
 // conditional upsert (the takeover statement: acquire in
 // statements_postgres.go, statements_mysql.go and statements_sqlite.go)
-// that always rewrites the row, choosing column by column between a new
-// tenure and the current one, and returns the row it left: the caller won
-// when the returned owner is its own, and otherwise the same answer names
-// the holder and its remaining time for the *lease.HeldError. The price:
-// an Acquire of a held name still writes the row, unchanged (on
-// PostgreSQL a new row version and a commit; MySQL skips unchanged rows).
+// that chooses column by column between a new tenure and the current one
+// and returns the row it left: the caller won when the returned owner is
+// its own, and otherwise the same answer names the holder and its
+// remaining time for the *lease.HeldError.
+//
+// On PostgreSQL an Acquire of a name another owner holds writes nothing
+// (no row version, row lock or transaction ID): the statement reads
+// the row in its snapshot and inserts only when that row is free or the
+// caller's, with ON CONFLICT DO UPDATE ... WHERE the latest version is
+// still free or the caller's. When a commit lands between the snapshot
+// and the conflict check and leaves the name held, the statement returns
+// no row, having written nothing, and Acquire sends it once more (two
+// statements, only in that race). On SQLite and MySQL/MariaDB the upsert
+// rewrites a held row unchanged (MySQL skips unchanged rows).
 //
 // MySQL 8 has no INSERT ... RETURNING: there Acquire is the same upsert
 // followed by a read of the row it locked, in one transaction (4 round

@@ -56,8 +56,12 @@ func (s *store) Acquire(ctx context.Context, name, owner string, ttl time.Durati
 		if s.noReturning {
 			return s.acquireTx(ctx, name, owner, ttl, &gotOwner, &token, &exp, &nowMs, &acq)
 		}
-		return s.db.QueryRowContext(ctx, s.q.acquire, key(name), []byte(name), owner, ttlMillis(ttl), s.host).
+		err := s.db.QueryRowContext(ctx, s.q.acquire, key(name), []byte(name), owner, ttlMillis(ttl), s.host).
 			Scan(&gotOwner, &token, &exp, &nowMs, &acq)
+		if errors.Is(err, sql.ErrNoRows) {
+			err = errOvertaken // PostgreSQL: see its acquire statement
+		}
+		return err
 	})
 	if err != nil {
 		return driver.Tenure{}, s.fail(err)

@@ -14,6 +14,12 @@ import (
 // deadlock, a serialization failure, or a busy SQLite file.
 const maxAttempts = 10
 
+// errOvertaken is what Acquire makes of a takeover statement that returned
+// no row: on PostgreSQL, a commit after the statement's snapshot made the
+// row held by another, and the statement, which wrote nothing, is sent
+// again to a snapshot that shows the holder.
+var errOvertaken = errors.New("the row changed after the statement's snapshot; nothing was written")
+
 // retryable reports whether err, from a statement sent on a d pool, means
 // the statement was rolled back whole and may simply be sent again. It
 // must never accept an error that leaves the outcome unknown (a lost
@@ -32,6 +38,9 @@ const maxAttempts = 10
 //     dialect packages register (backend/sql/mysql: go-sql-driver's
 //     1213 deadlock and 1020 record changed).
 func retryable(d Dialect, err error) bool {
+	if errors.Is(err, errOvertaken) {
+		return true
+	}
 	var se interface{ SQLState() string }
 	if errors.As(err, &se) {
 		switch se.SQLState() {

@@ -3,24 +3,39 @@ package sqllease
 // postgresQueries are the PostgreSQL statements. clock_timestamp() moves
 // within a statement, so each statement reads it once, in the CTE n.
 var postgresQueries = queries{
-	// The takeover statement: insert the row, or, on conflict, always
-	// update it, each column choosing between the new tenure and the
-	// current one (EXCLUDED.acquired_at is this statement's now). A held
-	// name's row is rewritten unchanged, so RETURNING shows the holder: the
-	// caller won exactly when the returned owner is its own. Under READ
-	// COMMITTED, ON CONFLICT DO UPDATE always inserts or updates, so two
-	// racing inserts of a new name never fail.
-	acquire: `WITH n AS MATERIALIZED (SELECT {NOW} AS ms)
+	// The takeover statement. cur is the row as the statement's snapshot
+	// shows it. When that row is held by another owner, the insert gets
+	// no row to insert and the statement writes nothing (no row version,
+	// no row lock, no transaction ID): it returns cur, the holder, for
+	// the *lease.HeldError. Otherwise it inserts the row or, on
+	// conflict, updates it only where the latest row version is free
+	// (expired) or the caller's own (re-entrant: the expiry moves), each
+	// column choosing between the new tenure and the current one
+	// (EXCLUDED.acquired_at is this statement's now), and returns the row
+	// it left. Under READ COMMITTED, ON CONFLICT DO UPDATE judges the
+	// latest version, which a concurrent commit may have made after the
+	// snapshot: when that version is held by another, the statement
+	// returns no row (up is empty and cur, stale, is not held by another),
+	// and Acquire sends it again, to a snapshot that includes the
+	// commit. Two racing inserts of a new name never fail.
+	acquire: `WITH n AS MATERIALIZED (SELECT {NOW} AS ms),
+cur AS MATERIALIZED (SELECT t.owner, t.token, t.expires_at, t.acquired_at FROM {T} AS t WHERE t.lease_key = $1::bytea),
+up AS (
 INSERT INTO {T} AS t (lease_key, name, owner, token, acquired_at, expires_at, host)
 SELECT $1::bytea, $2::bytea, $3::text, n.ms*1000, n.ms, n.ms + $4::bigint, $5::text FROM n
+WHERE NOT EXISTS (SELECT 1 FROM cur WHERE cur.expires_at > n.ms AND cur.owner <> $3::text)
 ON CONFLICT (lease_key) DO UPDATE SET
 	token       = CASE WHEN t.expires_at <= EXCLUDED.acquired_at THEN GREATEST(t.token + 1, EXCLUDED.token) ELSE t.token END,
 	acquired_at = CASE WHEN t.expires_at <= EXCLUDED.acquired_at THEN EXCLUDED.acquired_at ELSE t.acquired_at END,
 	host        = CASE WHEN t.expires_at <= EXCLUDED.acquired_at THEN EXCLUDED.host ELSE t.host END,
-	owner       = CASE WHEN t.expires_at <= EXCLUDED.acquired_at THEN EXCLUDED.owner ELSE t.owner END,
-	expires_at  = CASE WHEN t.expires_at <= EXCLUDED.acquired_at OR t.owner = EXCLUDED.owner
-		THEN EXCLUDED.expires_at ELSE t.expires_at END
-RETURNING t.owner, t.token, t.expires_at, (SELECT ms FROM n), t.acquired_at`,
+	owner       = EXCLUDED.owner,
+	expires_at  = EXCLUDED.expires_at
+WHERE t.expires_at <= EXCLUDED.acquired_at OR t.owner = EXCLUDED.owner
+RETURNING t.owner, t.token, t.expires_at, t.acquired_at)
+SELECT up.owner, up.token, up.expires_at, (SELECT ms FROM n), up.acquired_at FROM up
+UNION ALL
+SELECT cur.owner, cur.token, cur.expires_at, n.ms, cur.acquired_at FROM cur, n
+WHERE cur.expires_at > n.ms AND cur.owner <> $3::text AND NOT EXISTS (SELECT 1 FROM up)`,
 
 	renew: `WITH n AS MATERIALIZED (SELECT {NOW} AS ms)
 UPDATE {T} AS t SET expires_at = n.ms + $4::bigint FROM n
