@@ -101,7 +101,7 @@ func runScale(ctx context.Context, cfg config, versions map[string]string, progr
 	t.note("memory per lease: live heap and goroutine stacks while every job holds, minus before, over the jobs held (includes each job's goroutine)")
 	t.note("round trips per sweep: the round trips (etcd: RPCs) counted while every job held, per renewal, times N: what renewing all N once costs; renewals per call: tenures per Renew or RenewBatch call")
 	t.note("memory per lease and the sweep are shown only when every job held its lease throughout (— otherwise)")
-	t.note("SQL: the Locker is sqllease.New on a pool of %d connections (backend/sql's URLs have no pool-size parameter yet); Redis: redislease.Open's own client; all through a counting proxy", cfg.scalePool)
+	t.note("SQL: the Locker is sqllease.New on a pool of %d connections; Redis: redislease.Open's own client; all through a counting proxy", cfg.scalePool)
 	for _, tg := range cfg.targets {
 		for _, n := range cfg.scaleN {
 			if ctx.Err() != nil {
