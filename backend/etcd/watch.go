@@ -61,7 +61,7 @@ func (ws *watches) close() {
 
 // watch is one Watch on a name of an etcd Locker.
 type watch struct {
-	c         chan struct{}
+	driver.Signal
 	cancel    context.CancelFunc
 	stopAfter func() bool
 	done      chan struct{}
@@ -90,7 +90,7 @@ func (s *store) Watch(ctx context.Context, name string) (lease.Watch, error) {
 		return nil, lease.ErrClosed
 	}
 	wctx, cancel := context.WithCancel(s.life)
-	w := &watch{c: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{})}
+	w := &watch{Signal: driver.NewSignal(), cancel: cancel, done: make(chan struct{})}
 	w.stopAfter = context.AfterFunc(ctx, cancel)
 	// Every watch's context carries the same metadata, so that they share
 	// one stream; WithRequireLeader makes a member cut off from its
@@ -100,7 +100,7 @@ func (s *store) Watch(ctx context.Context, name string) (lease.Watch, error) {
 	go func() {
 		defer s.watches.wg.Done()
 		defer close(w.done)
-		s.follow(wctx, cw, name, key, ch, created, w.wake)
+		s.follow(wctx, cw, name, key, ch, created, w.Wake)
 	}()
 	return w, nil
 }
@@ -179,16 +179,6 @@ func (s *store) follow(ctx context.Context, cw clientv3.Watcher, name, key strin
 		}
 	}
 }
-
-func (w *watch) wake() {
-	select {
-	case w.c <- struct{}{}:
-	default:
-	}
-}
-
-// Changed implements lease.Watch.
-func (w *watch) Changed() <-chan struct{} { return w.c }
 
 // Stop implements lease.Watch: it cancels the etcd watch and waits for the
 // goroutine that followed it.

@@ -216,9 +216,9 @@ func (t tenure) view(name string, now time.Time) driver.Tenure {
 
 // watch is one Watch on a name of a memory store.
 type watch struct {
-	s       *store
-	name    string
-	c       chan struct{}
+	s    *store
+	name string
+	driver.Signal
 	stopCtx func() bool
 	once    sync.Once
 }
@@ -228,7 +228,7 @@ type watch struct {
 // when a call reads the name, so waiters also wake at the holder's
 // remaining time, as lease.Run's waiting does.
 func (s *store) Watch(ctx context.Context, name string) (lease.Watch, error) {
-	w := &watch{s: s, name: name, c: make(chan struct{}, 1)}
+	w := &watch{s: s, name: name, Signal: driver.NewSignal()}
 	s.mu.Lock()
 	if s.watchers[name] == nil {
 		s.watchers[name] = map[*watch]struct{}{}
@@ -238,8 +238,6 @@ func (s *store) Watch(ctx context.Context, name string) (lease.Watch, error) {
 	w.stopCtx = context.AfterFunc(ctx, w.unregister)
 	return w, nil
 }
-
-func (w *watch) Changed() <-chan struct{} { return w.c }
 
 func (w *watch) Stop() {
 	w.stopCtx()
@@ -260,10 +258,7 @@ func (w *watch) unregister() {
 // notify wakes name's watchers. s.mu must be held.
 func (s *store) notify(name string) {
 	for w := range s.watchers[name] {
-		select {
-		case w.c <- struct{}{}:
-		default:
-		}
+		w.Wake()
 	}
 }
 

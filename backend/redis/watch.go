@@ -81,9 +81,9 @@ type sub struct {
 
 // watch is one Watch on a name of a Redis Locker.
 type watch struct {
-	subs      *subs
-	channel   string
-	c         chan struct{}
+	subs    *subs
+	channel string
+	driver.Signal
 	stopAfter func() bool
 	once      sync.Once
 }
@@ -106,7 +106,7 @@ func (s *store) Watch(ctx context.Context, name string) (lease.Watch, error) {
 	}
 	h := &s.subs
 	ch := s.channel(name)
-	w := &watch{subs: h, channel: ch, c: make(chan struct{}, 1)}
+	w := &watch{subs: h, channel: ch, Signal: driver.NewSignal()}
 
 	h.mu.Lock()
 	if h.closed {
@@ -253,7 +253,7 @@ func (h *subs) droppedLocked(ps *redis.PubSub) {
 		}
 		e.unsubs = 0
 		for w := range e.watches {
-			w.wake()
+			w.Wake()
 		}
 	}
 }
@@ -290,7 +290,7 @@ func (h *subs) receive(msg any) {
 	case *redis.Message:
 		if e := h.chans[m.Channel]; e != nil {
 			for w := range e.watches {
-				w.wake()
+				w.Wake()
 			}
 		}
 	case *redis.Subscription:
@@ -311,7 +311,7 @@ func (h *subs) receive(msg any) {
 				// Subscribed again on a new connection: a release may have
 				// gone unheard meanwhile.
 				for w := range e.watches {
-					w.wake()
+					w.Wake()
 				}
 			}
 		case "unsubscribe":
@@ -341,16 +341,6 @@ func (h *subs) close() {
 	}
 	<-done
 }
-
-func (w *watch) wake() {
-	select {
-	case w.c <- struct{}{}:
-	default:
-	}
-}
-
-// Changed implements lease.Watch.
-func (w *watch) Changed() <-chan struct{} { return w.c }
 
 // Stop implements lease.Watch: it takes the Watch off its channel, and
 // unsubscribes from the channel when no other Watch is on it.
