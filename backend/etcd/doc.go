@@ -82,7 +82,7 @@
 // election timeout). A Locker asks for the ttl rounded up to whole
 // seconds, and etcd may raise it to its minimum; the tenure never ends
 // earlier than asked. A Lease's Deadline still comes from the requested
-// ttl: lease.DeadlineFrom(start, ttl), with start read before the first
+// ttl: driver.DeadlineFrom(start, ttl), with start read before the first
 // request.
 //
 // etcd has no clock a client can read, so Expires is approximate on etcd.
