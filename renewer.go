@@ -14,7 +14,7 @@ import (
 
 // The renewals of all Runs on one Locker go through one renewer: it wakes
 // when the earliest renewal falls due, takes every renewal due within an
-// eighth of its interval, most urgent (earliest Deadline) first, and sends
+// eighth of its interval (and none before one is due), most urgent (earliest Deadline) first, and sends
 // them as one BatchRenewer call per maxBatch tenures. A lone Run renews
 // every ttl/3 as it always did; ten thousand Runs cost a few calls per
 // sweep instead of ten thousand. The renewer's goroutine lives while at
@@ -176,24 +176,30 @@ func (r *renewer) loop() {
 }
 
 // due returns the jobs to renew now, most urgent first, or, when none is
-// due, how long until the first is. r.mu must be held.
+// due, how long until the first is. Nothing is sent until some renewal
+// is due; then those due within an eighth of their interval go along.
+// Taking along whatever is merely within reach whenever the loop comes
+// round would, behind a call that takes a round trip, send a stream of
+// small calls, each carrying what came within reach during the last one.
+// r.mu must be held.
 func (r *renewer) due(now time.Time) ([]*renewJob, time.Duration) {
-	var due []*renewJob
-	wait := time.Hour
+	var near []*renewJob
+	first := time.Duration(1<<63 - 1)
 	for j := range r.jobs {
 		if j.inflight || j.over || j.ctx.Err() != nil {
 			continue
 		}
-		// When one renewal falls due, take along those due within an
-		// eighth of their interval, so that they go in one call.
-		if left := j.next.Sub(now); left <= j.every/8 {
-			due = append(due, j)
-		} else {
-			wait = min(wait, left)
+		left := j.next.Sub(now)
+		first = min(first, left)
+		if left <= j.every/8 {
+			near = append(near, j)
 		}
 	}
-	slices.SortFunc(due, func(a, b *renewJob) int { return a.h.get().Deadline.Compare(b.h.get().Deadline) })
-	return due, wait
+	if first > 0 {
+		return nil, min(first, time.Hour)
+	}
+	slices.SortFunc(near, func(a, b *renewJob) int { return a.h.get().Deadline.Compare(b.h.get().Deadline) })
+	return near, 0
 }
 
 // renew renews chunk in one call (or a few, without BatchRenewer) bounded

@@ -142,3 +142,60 @@ func TestRenewalIsDueFromWhenTheGrantWasSent(t *testing.T) {
 		}
 	})
 }
+
+// slowBatches is a batchCounter whose every RenewBatch call takes a
+// round trip of rtt.
+type slowBatches struct {
+	batchCounter
+	rtt time.Duration
+}
+
+func (b *slowBatches) RenewBatch(ctx context.Context, reqs []lease.RenewRequest) []lease.RenewResult {
+	time.Sleep(b.rtt)
+	return b.batchCounter.RenewBatch(ctx, reqs)
+}
+
+// A renewal call that takes time must not turn the renewer into a stream
+// of small calls, each carrying the few renewals that came within reach
+// while the previous one was out: renewals are sent when the earliest is
+// due, with those due within an eighth of their interval, and the next
+// call waits until the next renewal is due.
+func TestSlowRenewalCallsStillCoalesce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const runs, ttl, hold = 1200, 6 * time.Second, 20 * time.Second
+		l := &slowBatches{batchCounter: batchCounter{Locker: memory.New()}, rtt: 5 * time.Millisecond}
+		var wg sync.WaitGroup
+		errs := make(chan error, runs)
+		for i := range runs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				// Started over a second, as jobs arriving from a queue.
+				time.Sleep(time.Duration(i) * time.Second / runs)
+				errs <- lease.Run(context.Background(), l, fmt.Sprintf("job-%d", i), ttl, func(ctx context.Context) error {
+					select {
+					case <-time.After(hold):
+						return nil
+					case <-ctx.Done():
+						return context.Cause(ctx)
+					}
+				})
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatalf("Run = %v", err)
+			}
+		}
+		calls, tenures := l.calls.Load(), l.tenures.Load()
+		if tenures < runs*8 {
+			t.Fatalf("%d renewals for %d Runs holding %s with a ttl of %s: too few", tenures, runs, hold, ttl)
+		}
+		if calls*50 > tenures {
+			t.Fatalf("%d RenewBatch calls of %s each for %d renewals: the renewer sent what came due during each call in a call of its own", calls, l.rtt, tenures)
+		}
+		t.Logf("%d renewals in %d calls", tenures, calls)
+	})
+}
