@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/leasekit/lease/driver"
 )
@@ -41,10 +42,13 @@ type batchRow struct {
 	// renewing the same tenure several times in a row leaves the row's
 	// expiry at now + the last one's ttl.
 	ttl int64
+	// item is the index of the batch's first item for this tenure.
+	item int
 	// ok, exp and acq are the statement's answer: renewed, to expires_at
-	// exp, and the row's acquired_at (0 on MySQL).
+	// exp, and the row's acquired_at (0 on MySQL); err is its error.
 	ok       bool
 	exp, acq int64
+	err      error
 }
 
 // RenewBatch implements driver.BatchRenewer: each item is renewed as
@@ -65,16 +69,14 @@ type batchRow struct {
 // first (nothing was renewed), and otherwise the outcome of each item it
 // and the chunks after it concerned, the earlier chunks' renewals being
 // reported as they happened.
+//
+// On MySQL before 8.0.4 and MariaDB before 10.6, which have no
+// JSON_TABLE, each distinct tenure is renewed by a single Renew,
+// batchSingles at a time, and every item has its own outcome.
 func (s *store) RenewBatch(ctx context.Context, items []driver.RenewItem) ([]driver.RenewOutcome, error) {
 	if err := s.setup(ctx); err != nil {
 		return nil, err
 	}
-	out := make([]driver.RenewOutcome, len(items))
-	if s.dialect == MySQL && s.noJSONTable {
-		s.renewEach(ctx, items, out)
-		return out, nil
-	}
-
 	// One row per distinct tenure; rowOf[i] is items[i]'s.
 	rows := make([]batchRow, 0, len(items))
 	rowOf := make([]int, len(items))
@@ -85,17 +87,43 @@ func (s *store) RenewBatch(ctx context.Context, items []driver.RenewItem) ([]dri
 		if !ok {
 			r = len(rows)
 			index[id] = r
-			rows = append(rows, batchRow{id: id})
+			rows = append(rows, batchRow{id: id, item: i})
 		}
 		rows[r].ttl = ttlMillis(it.TTL)
 		rowOf[i] = r
 	}
+
+	if s.dialect == MySQL && s.noJSONTable {
+		s.renewEach(ctx, items, rows)
+	} else if err := s.renewChunks(ctx, rows, index); err != nil {
+		return nil, err
+	}
+
+	out := make([]driver.RenewOutcome, len(items))
+	for i, it := range items {
+		row := &rows[rowOf[i]]
+		switch {
+		case row.err != nil:
+			out[i].Err = row.err
+		case row.ok:
+			// The statement's now, and this item's expiry at it.
+			exp := row.exp - row.ttl + ttlMillis(it.TTL)
+			out[i] = driver.RenewOutcome{Tenure: tenure(it.Tenure.Name, it.Tenure.Owner, int64(it.Tenure.Token), exp, row.acq), OK: true}
+		}
+	}
+	return out, nil
+}
+
+// renewChunks renews rows in order of their keys, s.batchChunk to a
+// statement, and records the answers in them. It returns an error only
+// when the first statement failed; when a later one does, the error is
+// recorded in its rows and those of the statements after it.
+func (s *store) renewChunks(ctx context.Context, rows []batchRow, index map[batchID]int) error {
 	order := make([]int, len(rows))
 	for r := range order {
 		order[r] = r
 	}
 	slices.SortFunc(order, func(a, b int) int { return bytes.Compare(rows[a].id.key[:], rows[b].id.key[:]) })
-
 	chunk := max(s.batchChunk, 1)
 	for start := 0; start < len(order); start += chunk {
 		part := order[start:min(start+chunk, len(order))]
@@ -110,30 +138,14 @@ func (s *store) RenewBatch(ctx context.Context, items []driver.RenewItem) ([]dri
 		}
 		err = s.fail(err)
 		if start == 0 {
-			return nil, err
+			return err
 		}
-		failed := make([]bool, len(rows))
 		for _, r := range order[start:] {
-			failed[r] = true
-		}
-		for i, r := range rowOf {
-			if failed[r] {
-				out[i].Err = err
-			}
+			rows[r].ok, rows[r].err = false, err
 		}
 		break
 	}
-
-	for i, it := range items {
-		row := &rows[rowOf[i]]
-		if out[i].Err != nil || !row.ok {
-			continue
-		}
-		// The statement's now, and this item's expiry at it.
-		exp := row.exp - row.ttl + ttlMillis(it.TTL)
-		out[i] = driver.RenewOutcome{Tenure: tenure(it.Tenure.Name, it.Tenure.Owner, int64(it.Tenure.Token), exp, row.acq), OK: true}
-	}
-	return out, nil
+	return nil
 }
 
 // renewChunk renews the tenures rows[r] for r in part with one statement
@@ -286,21 +298,25 @@ func batchDoc(rows []batchRow, part []int) string {
 	return string(b)
 }
 
-// renewEach renews every item with Renew, batchSingles at a time: the
-// batch of a server without JSON_TABLE.
-func (s *store) renewEach(ctx context.Context, items []driver.RenewItem, out []driver.RenewOutcome) {
+// renewEach renews each row's tenure with Renew, for its ttl,
+// batchSingles at a time: the batch of a server without JSON_TABLE.
+func (s *store) renewEach(ctx context.Context, items []driver.RenewItem, rows []batchRow) {
 	work := make(chan int)
 	var wg sync.WaitGroup
-	for range min(batchSingles, len(items)) {
+	for range min(batchSingles, len(rows)) {
 		wg.Go(func() {
-			for i := range work {
-				t, ok, err := s.Renew(ctx, items[i].Tenure, items[i].TTL)
-				out[i] = driver.RenewOutcome{Tenure: t, OK: ok, Err: err}
+			for r := range work {
+				row := &rows[r]
+				t, ok, err := s.Renew(ctx, items[row.item].Tenure, time.Duration(row.ttl)*time.Millisecond)
+				row.ok, row.err = ok, err
+				if ok {
+					row.exp, row.acq = t.Expires.UnixMilli(), t.Acquired.UnixMilli()
+				}
 			}
 		})
 	}
-	for i := range items {
-		work <- i
+	for r := range rows {
+		work <- r
 	}
 	close(work)
 	wg.Wait()
