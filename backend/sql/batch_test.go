@@ -489,7 +489,7 @@ func TestRenewBatchScale(t *testing.T) {
 		report := func(what string, start time.Time, failed int) {
 			elapsed := time.Since(start)
 			stmts, txs := c.take()
-			t.Logf("%-28s %6d leases  %6d round trips (%d statements, %d transactions)  %8.1fms", what, n, len(stmts)+2*txs, len(stmts), txs, float64(elapsed.Microseconds())/1000)
+			t.Logf("%-10s %-28s %6d leases  %6d round trips (%d statements, %d transactions)  %8.1fms", s.name, what, n, len(stmts)+2*txs, len(stmts), txs, float64(elapsed.Microseconds())/1000)
 			if failed > 0 {
 				t.Errorf("%s: %d of %d renewals failed", what, failed, n)
 			}
