@@ -17,6 +17,20 @@ type counter struct {
 	mu    sync.Mutex
 	stmts []sentStmt
 	txs   int // BeginTx calls
+	// fail, when set, is asked before each statement is sent; an error
+	// it returns is the statement's, and nothing is sent.
+	fail func(query string) error
+}
+
+// injected returns the error c.fail gives for q, if any.
+func (c *counter) injected(q string) error {
+	c.mu.Lock()
+	f := c.fail
+	c.mu.Unlock()
+	if f == nil {
+		return nil
+	}
+	return f(q)
 }
 
 type sentStmt struct {
@@ -73,6 +87,9 @@ func (cn *countingConn) ExecContext(ctx context.Context, q string, args []driver
 	if !ok {
 		return nil, driver.ErrSkip
 	}
+	if err := cn.c.injected(q); err != nil {
+		return nil, err
+	}
 	r, err := e.ExecContext(ctx, q, args)
 	if err != driver.ErrSkip {
 		cn.c.add(q, args, err)
@@ -85,6 +102,9 @@ func (cn *countingConn) QueryContext(ctx context.Context, q string, args []drive
 	if !ok {
 		return nil, driver.ErrSkip
 	}
+	if err := cn.c.injected(q); err != nil {
+		return nil, err
+	}
 	r, err := qc.QueryContext(ctx, q, args)
 	if err != driver.ErrSkip {
 		cn.c.add(q, args, err)
@@ -93,6 +113,9 @@ func (cn *countingConn) QueryContext(ctx context.Context, q string, args []drive
 }
 
 func (cn *countingConn) PrepareContext(ctx context.Context, q string) (driver.Stmt, error) {
+	if err := cn.c.injected(q); err != nil {
+		return nil, err
+	}
 	var st driver.Stmt
 	var err error
 	if pc, ok := cn.Conn.(driver.ConnPrepareContext); ok {

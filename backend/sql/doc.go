@@ -120,6 +120,33 @@
 // backend/sql/mysql does, or go-sql-driver prepares every statement on
 // the server first (3 round trips instead of 1).
 //
+// # Batch renewal
+//
+// Locker.RenewBatch (lease.BatchRenewer, which lease.Run's renewer uses)
+// renews up to 1000 distinct tenures with one statement, whatever their
+// ttls: the batch goes as one JSON parameter (so no driver needs array
+// support and no parameter limit applies), and an UPDATE joined to it
+// (json_each on SQLite, json_array_elements on PostgreSQL, JSON_TABLE on
+// MySQL and MariaDB) renews every tenure that is intact at the
+// statement's one now and returns the rows it renewed; the rest are
+// lost, their rows untouched. MySQL has no UPDATE ... RETURNING, so there
+// the UPDATE hands back its now through LAST_INSERT_ID and runs in a
+// transaction, followed by a read of the chunk's rows only when it did
+// not renew them all (BEGIN, UPDATE, COMMIT: 3 round trips per 1000, 4
+// when some were lost); servers without JSON_TABLE (MySQL before 8.0.4,
+// MariaDB before 10.6, told by VERSION()) renew one tenure at a time,
+// 8 at once. Each result is what Renew would return at the statement's
+// now, Acquired included (on MySQL, the caller's, as Renew keeps it).
+// Requests for the same tenure (name, owner, token) in one batch are
+// renewed once, for the last one's ttl, each answered as a sequence of
+// Renews would be. Tenures go in order of key, so that concurrent batches
+// lock shared rows in one order. A statement that fails fails the call
+// when it is the first; after earlier ones succeeded it fails only its
+// own and the later requests, and the earlier renewals are reported.
+// 10,000 renewals cost 10 statements instead of 10,000: on this project's
+// 2-CPU test machine about 0.1 to 0.3s instead of 0.8 to 1.5s (see
+// TestRenewBatchScale).
+//
 // # Timeouts and lost replies
 //
 // Every operation, and OpenConnector, returns by the time its context

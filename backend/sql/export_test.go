@@ -29,3 +29,20 @@ func lookup(t testing.TB, l *Locker) catalogEntry {
 	}
 	return e
 }
+
+// setBatchChunk makes l's RenewBatch renew at most n distinct tenures per
+// statement, so that small batches span several. Call it before l is
+// shared.
+func setBatchChunk(l *Locker, n int) { l.s.batchChunk = n }
+
+// forceNoJSONTable makes l, on a MySQL-dialect server, renew batches one
+// tenure at a time, as on a server without JSON_TABLE. It sets l up
+// first, so that setup does not overwrite the choice; call it before l is
+// shared.
+func forceNoJSONTable(t testing.TB, l *Locker) {
+	t.Helper()
+	if err := l.s.setup(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	l.s.noJSONTable = true
+}

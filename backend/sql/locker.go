@@ -13,7 +13,8 @@ import (
 )
 
 // Locker is a lease store in one SQL table. It implements lease.Locker,
-// lease.Lister and lease.ForceReleaser, and is safe for concurrent use.
+// lease.BatchRenewer, lease.Lister and lease.ForceReleaser, and is safe
+// for concurrent use.
 type Locker struct {
 	*base
 	s *store
@@ -24,6 +25,7 @@ type base = driver.Locker
 
 var (
 	_ lease.Locker         = (*Locker)(nil)
+	_ lease.BatchRenewer   = (*Locker)(nil)
 	_ lease.Lister         = (*Locker)(nil)
 	_ lease.ForceReleaser  = (*Locker)(nil)
 	_ driver.Lister        = (*store)(nil)
@@ -107,6 +109,7 @@ func newLocker(db *sql.DB, o options) (*Locker, error) {
 		autoCreate: o.autoCreate,
 		host:       hostName(),
 		setupSlot:  make(chan struct{}, 1),
+		batchChunk: maxBatchChunk,
 	}
 	return &Locker{base: driver.NewLocker("sql", s), s: s}, nil
 }

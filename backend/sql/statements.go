@@ -22,14 +22,23 @@ import "strings"
 //	list         prefix length, prefix           -> name, owner, token, expires_at, acquired_at
 //	forceRelease key                             -> owner, token, expires_at, acquired_at
 //	cleanup      age ms                          -> rows affected
+//	renewBatch   batch document (batch.go)       -> see each dialect's statement
+//
+// The batch document of renewBatch is a JSON array with one element per
+// distinct tenure, [index, "hex key", "owner", token, ttl ms], index being
+// the element's position (see batchDoc).
 type queries struct {
 	acquire, renew, release, inspect, list, listAll, forceRelease, cleanup string
 
+	// renewBatch renews the tenures of a batch document (batch.go).
+	renewBatch string
+
 	// MySQL only.
-	acquireUpsert string // acquire without RETURNING, for MySQL 8
-	acquireRead   string // key -> owner, token, expires_at, now, acquired_at
-	forceSelect   string // key -> owner, token, now, acquired_at (locks the row)
-	forceUpdate   string // key, token -> rows affected
+	acquireUpsert  string // acquire without RETURNING, for MySQL 8
+	acquireRead    string // key -> owner, token, expires_at, now, acquired_at
+	forceSelect    string // key -> owner, token, now, acquired_at (locks the row)
+	forceUpdate    string // key, token -> rows affected
+	renewBatchRead string // batch document -> index, expires_at of the rows that match a tenure
 }
 
 // nowExpr is each dialect's "now" in epoch milliseconds by the database's
@@ -58,7 +67,8 @@ func buildQueries(d Dialect, table string) *queries {
 	}
 	r := strings.NewReplacer("{T}", table, "{NOW}", nowExpr[d])
 	for _, s := range []*string{&q.acquire, &q.renew, &q.release, &q.inspect, &q.list, &q.listAll,
-		&q.forceRelease, &q.cleanup, &q.acquireUpsert, &q.acquireRead, &q.forceSelect, &q.forceUpdate} {
+		&q.forceRelease, &q.cleanup, &q.acquireUpsert, &q.acquireRead, &q.forceSelect, &q.forceUpdate,
+		&q.renewBatch, &q.renewBatchRead} {
 		*s = r.Replace(*s)
 	}
 	return &q

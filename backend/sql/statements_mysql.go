@@ -17,6 +17,15 @@ ON DUPLICATE KEY UPDATE
 	owner       = IF(expires_at <= VALUES(acquired_at), VALUES(owner), owner),
 	expires_at  = IF(expires_at <= VALUES(acquired_at) OR owner = VALUES(owner), VALUES(expires_at), expires_at)`
 
+// mysqlBatchTable is the batch document (batch.go) as a table. owner is
+// at most 255 bytes, so at most 255 characters.
+const mysqlBatchTable = `JSON_TABLE(?, '$[*]' COLUMNS(
+	i   INT                                 PATH '$[0]',
+	k   CHAR(64) CHARACTER SET ascii        PATH '$[1]',
+	o   VARCHAR(255) CHARACTER SET utf8mb4  PATH '$[2]',
+	tok BIGINT                              PATH '$[3]',
+	ttl BIGINT                              PATH '$[4]')) AS b`
+
 // mysqlQueries are the MySQL and MariaDB statements. Parameters are "?" in
 // order of appearance, so the code passes them per statement.
 var mysqlQueries = queries{
@@ -35,6 +44,25 @@ RETURNING owner, token, expires_at, {NOW}, acquired_at`,
 	// the expiry did not change.
 	renew: `UPDATE {T} SET expires_at = LAST_INSERT_ID({NOW} + ?)
 WHERE lease_key = ? AND owner = ? AND token = ? AND expires_at > {NOW}`,
+
+	// The batch form of renew (MySQL 8.0.4+ and MariaDB 10.6+, which have
+	// JSON_TABLE): every tenure of the batch document that is intact at
+	// the statement's now is renewed to now + its ttl. LAST_INSERT_ID(now)
+	// hands the statement's now back in the OK packet when at least one
+	// row was renewed, and 0 when none was. STRAIGHT_JOIN makes the
+	// document drive the join, each element looking its key up in the
+	// primary key, whatever the table's statistics say.
+	renewBatch: `UPDATE ` + mysqlBatchTable + ` STRAIGHT_JOIN {T} AS t
+ON t.lease_key = UNHEX(b.k) AND t.owner = CAST(b.o AS BINARY) AND t.token = b.tok
+SET t.expires_at = LAST_INSERT_ID({NOW}) + b.ttl
+WHERE t.expires_at > {NOW}`,
+
+	// The rows that match a tenure of the batch document, read in the
+	// transaction of renewBatch after it: batch.go tells the renewed ones
+	// by their expiry (renewBatch's now + ttl; a row that was not renewed
+	// keeps an expiry at or before that now, and its token for good).
+	renewBatchRead: `SELECT b.i, t.expires_at FROM ` + mysqlBatchTable + ` STRAIGHT_JOIN {T} AS t
+ON t.lease_key = UNHEX(b.k) AND t.owner = CAST(b.o AS BINARY) AND t.token = b.tok`,
 
 	// Args: key, owner, token. The expiry always changes (to minus now),
 	// so the row counts as affected even without CLIENT_FOUND_ROWS.

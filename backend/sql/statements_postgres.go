@@ -42,6 +42,18 @@ UPDATE {T} AS t SET expires_at = n.ms + $4::bigint FROM n
 WHERE t.lease_key = $1::bytea AND t.owner = $2::text AND t.token = $3::bigint AND t.expires_at > n.ms
 RETURNING t.expires_at, t.acquired_at`,
 
+	// The batch form of renew: every tenure of the batch document that
+	// is intact at the statement's one now (n) is renewed to now + its
+	// ttl, and its element's index comes back with the row. The document
+	// is JSON rather than arrays so that any driver can pass it as text
+	// (lib/pq cannot bind a Go slice). The planner looks each element's
+	// key up in the primary key.
+	renewBatch: `WITH n AS MATERIALIZED (SELECT {NOW} AS ms)
+UPDATE {T} AS t SET expires_at = n.ms + (b.e->>4)::bigint
+FROM n, json_array_elements($1::text::json) AS b(e)
+WHERE t.lease_key = decode(b.e->>1, 'hex') AND t.owner = (b.e->>2) AND t.token = (b.e->>3)::bigint AND t.expires_at > n.ms
+RETURNING (b.e->>0)::int, t.expires_at, t.acquired_at`,
+
 	release: `WITH n AS MATERIALIZED (SELECT {NOW} AS ms)
 UPDATE {T} AS t SET expires_at = -n.ms FROM n
 WHERE t.lease_key = $1::bytea AND t.owner = $2::text AND t.token = $3::bigint AND t.expires_at > n.ms`,

@@ -23,6 +23,17 @@ RETURNING owner, token, expires_at, {NOW}, acquired_at`,
 WHERE lease_key = ?1 AND owner = ?2 AND token = ?3 AND expires_at > {NOW}
 RETURNING expires_at, acquired_at`,
 
+	// The batch form of renew: every tenure of the batch document that
+	// is intact at the statement's now is renewed to now + its ttl.
+	// SQLite's RETURNING cannot name the FROM clause's tables, so the
+	// row's key, owner and token come back, which name the element: at
+	// most one element of a document matches a row (batch.go sends each
+	// tenure once).
+	renewBatch: `UPDATE {T} SET expires_at = {NOW} + b.ttl
+FROM (SELECT unhex(value ->> 1) AS k, value ->> 2 AS o, value ->> 3 AS tok, value ->> 4 AS ttl FROM json_each(?1)) AS b
+WHERE {T}.lease_key = b.k AND {T}.owner = b.o AND {T}.token = b.tok AND {T}.expires_at > {NOW}
+RETURNING lease_key, owner, token, expires_at, acquired_at`,
+
 	release: `UPDATE {T} SET expires_at = -{NOW}
 WHERE lease_key = ?1 AND owner = ?2 AND token = ?3 AND expires_at > {NOW}`,
 

@@ -38,6 +38,13 @@ type store struct {
 	// noReturning is set on MySQL servers without INSERT ... RETURNING
 	// (MySQL 8, MariaDB before 10.5): Acquire then takes a transaction.
 	noReturning bool
+	// noJSONTable is set on MySQL servers without JSON_TABLE (before
+	// MySQL 8.0.4 and MariaDB 10.6): RenewBatch then renews one tenure
+	// at a time.
+	noJSONTable bool
+	// batchChunk is the most tenures RenewBatch renews in one statement
+	// (maxBatchChunk; tests make it smaller).
+	batchChunk int
 }
 
 // Close implements driver.Store: it closes the pool if OpenConnector made
@@ -84,6 +91,7 @@ func (s *store) prepare(ctx context.Context) error {
 			return fmt.Errorf("asking the server version: %w", err)
 		}
 		s.noReturning = !mariaDBReturning(version)
+		s.noJSONTable = !mysqlJSONTable(version)
 	}
 	t, err := s.lookup(ctx)
 	if err != nil {
@@ -232,6 +240,20 @@ func mariaDBReturning(version string) bool {
 		return false
 	}
 	return major > 10 || (major == 10 && minor >= 5)
+}
+
+// mysqlJSONTable reports whether a MySQL-dialect server's VERSION() names
+// a server with JSON_TABLE: MariaDB 10.6 or later, MySQL 8.0.4 or later.
+// An unknown version is taken not to have it.
+func mysqlJSONTable(version string) bool {
+	var major, minor, patch int
+	if n, _ := fmt.Sscanf(version, "%d.%d.%d", &major, &minor, &patch); n < 2 {
+		return false
+	}
+	if strings.Contains(strings.ToLower(version), "mariadb") {
+		return major > 10 || (major == 10 && minor >= 6)
+	}
+	return major > 8 || (major == 8 && (minor > 0 || patch >= 4))
 }
 
 // errClosedPool is matched to say clearly that the caller closed its pool.
