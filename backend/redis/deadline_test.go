@@ -128,6 +128,10 @@ func checkEveryCallReturnsByDeadline(t *testing.T, l *redislease.Locker, p *faul
 		_, err := l.Renew(ctx, held, time.Minute)
 		return err
 	})
+	checkReturnsByDeadline(t, "RenewBatch", func(ctx context.Context) error {
+		res := l.RenewBatch(ctx, []lease.RenewRequest{{Lease: held, TTL: time.Minute}, {Lease: held, TTL: time.Minute}})
+		return errors.Join(res[0].Err, res[1].Err)
+	})
 	checkReturnsByDeadline(t, "Release", func(ctx context.Context) error {
 		return l.Release(ctx, held)
 	})

@@ -21,6 +21,12 @@ func (s *store) Renew(ctx context.Context, t driver.Tenure, ttl time.Duration) (
 	if err != nil {
 		return driver.Tenure{}, false, callErr(ctx, err)
 	}
+	return renewReply(v, t.Name, ms)
+}
+
+// renewReply reads renew.lua's reply v for the tenure of name renewed for
+// ms milliseconds: the renewed tenure, or ok false when it was lost.
+func renewReply(v any, name string, ms int64) (driver.Tenure, bool, error) {
 	r, err := asReply(v, 1)
 	if err != nil {
 		return driver.Tenure{}, false, err
@@ -44,5 +50,5 @@ func (s *store) Renew(ctx context.Context, t driver.Tenure, ttl time.Duration) (
 		return driver.Tenure{}, false, err
 	}
 	d := time.Duration(ms) * time.Millisecond
-	return driver.Tenure{Name: t.Name, Expires: now.Add(d), Acquired: acquired, Remaining: d}, true, nil
+	return driver.Tenure{Name: name, Expires: now.Add(d), Acquired: acquired, Remaining: d}, true, nil
 }

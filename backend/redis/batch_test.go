@@ -1,0 +1,343 @@
+package redislease_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/leasekit/lease"
+	redislease "github.com/leasekit/lease/backend/redis"
+)
+
+// scriptTrips counts the round trips that run scripts: pipelines, and
+// single EVAL or EVALSHA commands (not a new connection's HELLO and
+// CLIENT SETINFO, which go-redis pipelines too).
+type scriptTrips struct {
+	mu    sync.Mutex
+	trips int
+	cmds  int
+}
+
+func (h *scriptTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *scriptTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if n := cmd.Name(); n == "eval" || n == "evalsha" {
+			h.mu.Lock()
+			h.trips++
+			h.cmds++
+			h.mu.Unlock()
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *scriptTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		scripts := 0
+		for _, c := range cmds {
+			if n := c.Name(); n == "eval" || n == "evalsha" {
+				scripts++
+			}
+		}
+		if scripts > 0 {
+			h.mu.Lock()
+			h.trips++
+			h.cmds += scripts
+			h.mu.Unlock()
+		}
+		return next(ctx, cmds)
+	}
+}
+
+func (h *scriptTrips) take() (trips, cmds int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	trips, cmds = h.trips, h.cmds
+	h.trips, h.cmds = 0, 0
+	return trips, cmds
+}
+
+// batchStores runs fn on a miniredis whose clock the test moves and on the
+// real server (a subtest that skips, or fails in CI, when LEASE_TEST_REDIS
+// is unset). expire makes a tenure of expiringTTL end.
+func batchStores(t *testing.T, fn func(t *testing.T, client *redis.Client, l *redislease.Locker, expire func())) {
+	t.Run("miniredis", func(t *testing.T) {
+		_, client, advance := newMiniredis(t)
+		fn(t, client, mustNew(t, client), func() { advance(10 * expiringTTL) })
+	})
+	t.Run("redis", func(t *testing.T) {
+		client, _ := realRedis(t, -1)
+		prefix := randomPrefix("batch")
+		deleteKeys(t, client, prefix)
+		fn(t, client, mustNew(t, client, redislease.WithPrefix(prefix)), func() { time.Sleep(10 * expiringTTL) })
+	})
+}
+
+const expiringTTL = 30 * time.Millisecond
+
+// batchScenario holds leases in every state a renewal can meet under
+// names tagged with tag, and returns the requests for them: intact,
+// released, taken over after a force release, expired, intact named
+// twice, and forged for a name never acquired.
+func batchScenario(t *testing.T, l *redislease.Locker, tag string, expire func()) []lease.RenewRequest {
+	t.Helper()
+	ctx := context.Background()
+	acquire := func(name, owner string, ttl time.Duration) lease.Lease {
+		t.Helper()
+		ls, err := l.Acquire(ctx, tag+name, owner, ttl)
+		if err != nil {
+			t.Fatalf("Acquire %s: %v", name, err)
+		}
+		return ls
+	}
+	intact := acquire("intact", "a", time.Minute)
+	released := acquire("released", "a", time.Minute)
+	if err := l.Release(ctx, released); err != nil {
+		t.Fatal(err)
+	}
+	taken := acquire("taken", "a", time.Minute)
+	if _, err := l.ForceRelease(ctx, taken.Name); err != nil {
+		t.Fatal(err)
+	}
+	acquire("taken", "b", time.Minute)
+	expired := acquire("expired", "a", expiringTTL)
+	expire()
+	twice := acquire("twice", "a", time.Minute)
+	forged := lease.Lease{Name: tag + "never", Owner: "a", Token: intact.Token, Deadline: intact.Deadline}
+	return []lease.RenewRequest{
+		{Lease: intact, TTL: time.Minute},
+		{Lease: released, TTL: time.Minute},
+		{Lease: taken, TTL: time.Minute},
+		{Lease: expired, TTL: time.Minute},
+		{Lease: twice, TTL: 2 * time.Minute},
+		{Lease: forged, TTL: time.Minute},
+		{Lease: twice, TTL: time.Minute},
+	}
+}
+
+// outcome is what a renewal's answer says, without the times.
+func outcome(r lease.RenewResult) string {
+	switch {
+	case r.Err == nil:
+		return "renewed"
+	case errors.Is(r.Err, lease.ErrLost):
+		return "lost"
+	default:
+		return "error: " + r.Err.Error()
+	}
+}
+
+// TestRenewBatchMatchesRenew renews the same scenario twice, once by one
+// RenewBatch and once by single Renews in order, and wants the same answer
+// for every request; the renewed ones end ttl after the server's now.
+func TestRenewBatchMatchesRenew(t *testing.T) {
+	batchStores(t, func(t *testing.T, _ *redis.Client, l *redislease.Locker, expire func()) {
+		ctx := context.Background()
+		batch := batchScenario(t, l, "b/", expire)
+		single := batchScenario(t, l, "s/", expire)
+		before := time.Now()
+		got := l.RenewBatch(ctx, batch)
+		if len(got) != len(batch) {
+			t.Fatalf("RenewBatch returned %d results for %d requests", len(got), len(batch))
+		}
+		want := []string{"renewed", "lost", "lost", "lost", "renewed", "lost", "renewed"}
+		for i, req := range single {
+			var w lease.RenewResult
+			w.Lease, w.Err = l.Renew(ctx, req.Lease, req.TTL)
+			g := got[i]
+			gs, ws := outcome(g), outcome(w)
+			if gs != ws {
+				t.Errorf("request %d (%s): RenewBatch said %q, Renew said %q", i, req.Lease.Name, gs, ws)
+			}
+			if gs != want[i] {
+				t.Errorf("request %d (%s): %q, want %s", i, req.Lease.Name, gs, want[i])
+			}
+			if g.Err == nil {
+				b := batch[i].Lease
+				if g.Lease.Name != b.Name || g.Lease.Owner != b.Owner || g.Lease.Token != b.Token || !g.Lease.Acquired.Equal(b.Acquired) {
+					t.Errorf("request %d: renewed lease %+v does not keep the tenure of %+v", i, g.Lease, b)
+				}
+				if !g.Lease.Deadline.After(before.Add(req.TTL/2)) || g.Lease.Deadline.After(time.Now().Add(req.TTL)) {
+					t.Errorf("request %d: Deadline %s is not about %s from now", i, g.Lease.Deadline, req.TTL)
+				}
+			}
+		}
+		// The tenure named twice was renewed last for one minute.
+		info, err := l.Inspect(ctx, "b/twice")
+		if err != nil || info.Expires.Sub(got[6].Lease.Expires).Abs() > 5*time.Millisecond || !info.Expires.Before(got[4].Lease.Expires) {
+			t.Errorf("Inspect b/twice = %+v, %v; want the last renewal's expiry %s", info, err, got[6].Lease.Expires)
+		}
+	})
+}
+
+// TestRenewBatchRoundTrips counts round trips: 2500 renewals go in three
+// pipelines of at most 1000, not 2500 calls.
+func TestRenewBatchRoundTrips(t *testing.T) {
+	batchStores(t, func(t *testing.T, client *redis.Client, l *redislease.Locker, _ func()) {
+		ctx := context.Background()
+		const n = 2500
+		reqs := make([]lease.RenewRequest, n)
+		for i := range reqs {
+			ls, err := l.Acquire(ctx, fmt.Sprintf("trips/%d", i), "owner", time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			reqs[i] = lease.RenewRequest{Lease: ls, TTL: time.Minute}
+		}
+		// Load the script, as the first Renew of a Locker does.
+		if _, err := l.Renew(ctx, reqs[0].Lease, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		h := &scriptTrips{}
+		client.AddHook(h)
+		res := l.RenewBatch(ctx, reqs)
+		trips, cmds := h.take()
+		for i, r := range res {
+			if r.Err != nil {
+				t.Fatalf("request %d: %v", i, r.Err)
+			}
+		}
+		if trips != 3 || cmds != n {
+			t.Fatalf("%d renewals took %d round trips and %d script runs; want 3 and %d", n, trips, cmds, n)
+		}
+	})
+}
+
+// TestRenewBatchAfterScriptFlush: a server that lost its script cache
+// answers the pipeline NOSCRIPT; those items go again as EVAL, in one
+// more round trip, and are renewed. On a private miniredis: the shared
+// server's cache is never flushed.
+func TestRenewBatchAfterScriptFlush(t *testing.T) {
+	_, client, _ := newMiniredis(t)
+	l := mustNew(t, client)
+	ctx := context.Background()
+	reqs := make([]lease.RenewRequest, 10)
+	for i := range reqs {
+		ls, err := l.Acquire(ctx, fmt.Sprintf("flush/%d", i), "owner", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reqs[i] = lease.RenewRequest{Lease: ls, TTL: time.Minute}
+	}
+	if err := client.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	h := &scriptTrips{}
+	client.AddHook(h)
+	for i, r := range l.RenewBatch(ctx, reqs) {
+		if r.Err != nil {
+			t.Fatalf("request %d after SCRIPT FLUSH: %v", i, r.Err)
+		}
+	}
+	if trips, cmds := h.take(); trips != 2 || cmds != 20 {
+		t.Fatalf("after SCRIPT FLUSH the batch took %d round trips and %d script runs; want 2 and 20: EVALSHA, then EVAL", trips, cmds)
+	}
+}
+
+// TestRenewBatchOnDownStoreIsAnError: a store that cannot be reached is a
+// store error for every request, never ErrLost.
+func TestRenewBatchOnDownStoreIsAnError(t *testing.T) {
+	mr, client, _ := newMiniredis(t)
+	l := mustNew(t, client)
+	ctx := context.Background()
+	ls, err := l.Acquire(ctx, "down/x", "owner", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mr.Close()
+	for i, r := range l.RenewBatch(ctx, []lease.RenewRequest{{Lease: ls, TTL: time.Minute}, {Lease: ls, TTL: time.Minute}}) {
+		if r.Err == nil || errors.Is(r.Err, lease.ErrLost) || errors.Is(r.Err, lease.ErrHeld) {
+			t.Errorf("request %d on a stopped server: %v; want a store error", i, r.Err)
+		}
+	}
+}
+
+// TestRenewSweepScale, with LEASE_REDIS_SCALE=N (and LEASE_TEST_REDIS),
+// holds N leases and renews them all once three ways: one Renew at a time,
+// eight at a time, and RenewBatch in calls of 500 (as lease.Run's renewer
+// sends them), logging the time and round trips of each.
+func TestRenewSweepScale(t *testing.T) {
+	raw := os.Getenv("LEASE_REDIS_SCALE")
+	if raw == "" {
+		t.Skip("set LEASE_REDIS_SCALE=N to measure a sweep of N renewals")
+	}
+	n, err := strconv.Atoi(raw)
+	if err != nil || n < 1 {
+		t.Fatalf("LEASE_REDIS_SCALE=%q: want a positive number", raw)
+	}
+	client, _ := realRedis(t, -1)
+	prefix := randomPrefix("scale")
+	deleteKeys(t, client, prefix)
+	l := mustNew(t, client, redislease.WithPrefix(prefix))
+	ctx := context.Background()
+	reqs := make([]lease.RenewRequest, n)
+	for i := range reqs {
+		ls, err := l.Acquire(ctx, fmt.Sprintf("scale/%d", i), "owner", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reqs[i] = lease.RenewRequest{Lease: ls, TTL: time.Minute}
+	}
+	h := &scriptTrips{}
+	client.AddHook(h)
+	measure := func(how string, sweep func()) {
+		h.take()
+		start := time.Now()
+		sweep()
+		took := time.Since(start)
+		trips, _ := h.take()
+		t.Logf("%-22s %6d renewals: %5d round trips, %v", how, n, trips, took.Round(time.Millisecond))
+	}
+	measure("one at a time", func() {
+		for _, r := range reqs {
+			if _, err := l.Renew(ctx, r.Lease, r.TTL); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	measure("8 at a time", func() {
+		sem := make(chan struct{}, 8)
+		errs := make(chan error, n)
+		for _, r := range reqs {
+			sem <- struct{}{}
+			go func() {
+				defer func() { <-sem }()
+				_, err := l.Renew(ctx, r.Lease, r.TTL)
+				errs <- err
+			}()
+		}
+		for range 8 {
+			sem <- struct{}{}
+		}
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	measure("RenewBatch, 500 a call", func() {
+		for from := 0; from < n; from += 500 {
+			for _, r := range l.RenewBatch(ctx, reqs[from:min(from+500, n)]) {
+				if r.Err != nil {
+					t.Fatal(r.Err)
+				}
+			}
+		}
+	})
+	measure("RenewBatch, one call", func() {
+		for _, r := range l.RenewBatch(ctx, reqs) {
+			if r.Err != nil {
+				t.Fatal(r.Err)
+			}
+		}
+	})
+}
