@@ -21,6 +21,7 @@ import (
 // child runs the command under the lease.
 type child struct {
 	argv  []string
+	env   []string // added to the command's environment, after LEASE_NAME, LEASE_OWNER and LEASE_TOKEN
 	grace time.Duration
 	fwd   *forwarder
 	g     *globals
@@ -53,6 +54,7 @@ func (c *child) run(ctx context.Context) error {
 		"LEASE_OWNER="+held.Owner,
 		"LEASE_TOKEN="+strconv.FormatUint(held.Token, 10),
 	)
+	cmd.Env = append(cmd.Env, c.env...)
 	grp, err := c.fwd.start(ctx, cmd)
 	var ns *notStartedError
 	switch {
@@ -171,6 +173,9 @@ type forwarder struct {
 	mu   sync.Mutex
 	grp  *group    // running command, nil before and after
 	sig  os.Signal // first signal received before the command started
+	// gaveUp: lease leader's --timeout ended the stand-by before the
+	// command started.
+	gaveUp bool
 	done bool      // the command has exited
 }
 
@@ -226,6 +231,9 @@ func (f *forwarder) start(ctx context.Context, cmd *exec.Cmd) (*group, error) {
 	if f.sig != nil {
 		return nil, fmt.Errorf("interrupted by %v before the command started", f.sig)
 	}
+	if f.gaveUp {
+		return nil, errors.New("gave up standing by before the command started")
+	}
 	held, _ := lease.FromContext(ctx)
 	if !time.Now().Before(held.Deadline) {
 		return nil, &notStartedError{errTooLate}
@@ -254,4 +262,24 @@ func (f *forwarder) interrupted() os.Signal {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.sig
+}
+
+// giveUp ends a wait for the lease that has not started the command yet,
+// as a signal would, and reports whether it did: false once the command
+// has started (it then runs its term), or after a signal came.
+func (f *forwarder) giveUp() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.grp != nil || f.done || f.sig != nil {
+		return false
+	}
+	f.gaveUp = true
+	f.cancel()
+	return true
+}
+
+func (f *forwarder) expired() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.gaveUp
 }
