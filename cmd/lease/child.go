@@ -170,13 +170,13 @@ func (c *child) outcome(name string, err error) error {
 type forwarder struct {
 	cancel context.CancelFunc
 
-	mu   sync.Mutex
-	grp  *group    // running command, nil before and after
-	sig  os.Signal // first signal received before the command started
+	mu  sync.Mutex
+	grp *group    // running command, nil before and after
+	sig os.Signal // first signal received before the command started
 	// gaveUp: lease leader's --timeout ended the stand-by before the
 	// command started.
 	gaveUp bool
-	done bool      // the command has exited
+	done   bool // the command has exited
 }
 
 // listen starts forwarding; the returned func stops it.

@@ -135,4 +135,3 @@ func (g *globals) leader(ctx context.Context, args []string) (err error) {
 	}
 	return c.outcome(name, lerr)
 }
-
