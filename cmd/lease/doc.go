@@ -2,6 +2,8 @@
 // machine at a time: flock(1) across machines, with a fencing token.
 //
 //	lease run [flags] NAME -- COMMAND [ARGS...]
+//	lease leader [flags] NAME -- COMMAND [ARGS...]
+//	lease observe [--json] [--once] [--interval D] NAME
 //	lease status [--json] NAME
 //	lease list [--json] [--watch [--interval D] [--count N]] [PREFIX]
 //	lease top [--json] [--interval D] [--count N] [PREFIX]
@@ -146,6 +148,38 @@
 //	time=2026-12-03T08:52:55.525Z level=DEBUG msg="lease renewed" lease.name=x ... lease.slack=1.958119386s
 //	time=2026-12-03T08:52:55.723Z level=INFO msg="lease released" lease.name=x ... lease.held=1.207713195s
 //
+// # lease leader and lease observe
+//
+// lease leader is leader election (package election) for a command: it
+// campaigns for the office NAME, stands by while another candidate leads,
+// and once elected runs COMMAND for one term, then resigns and exits with
+// COMMAND's code, for a supervisor (systemd, Kubernetes) to start it
+// again. COMMAND gets LEASE_NAME, LEASE_OWNER and LEASE_TOKEN as under
+// lease run, plus LEASE_TERM (the term number, equal to the fencing token)
+// and LEASE_LEADER (--id). It shares lease run's child handling: its own
+// process group, signals passed on, SIGTERM then SIGKILL before the
+// lease's deadline when the lease cannot be kept (exit 70), and killed
+// with lease if lease dies. SIGTERM or SIGINT while leading goes to
+// COMMAND, and lease resigns only once COMMAND has exited, so the next
+// leader's COMMAND never overlaps it; while standing by they exit 0
+// without running COMMAND. --ttl (15s) is the leader's lease, --id and
+// --meta what observers see (the ID defaults to hostname:pid; --meta is
+// an address, say), and --timeout D gives up standing by after D with
+// exit 75.
+//
+//	lease leader --ttl 10s --id "$(hostname)" --meta 10.0.0.5:8080 scheduler -- ./scheduler
+//
+// lease observe prints the office's leader (ID, term, metadata, owner) or
+// "no leader", then one line per change, never a term older than one it
+// printed, until SIGINT or SIGTERM (exit 0); --json makes each line a JSON
+// object, and --once prints the current state and exits 0, or 3 when
+// nobody leads. It is notified by stores that can (memory, Redis, etcd)
+// and polls at least every --interval (1s) otherwise.
+//
+//	$ lease observe scheduler
+//	scheduler: leader node-a, term 1796344321651000, metadata "10.0.0.5:8080", owner "node-a 3044c08e6539 10.0.0.5:8080"
+//	scheduler: no leader
+//
 // # status, list, top and release
 //
 // lease status NAME prints the holder, token, when the tenure began and
@@ -282,17 +316,19 @@
 //
 // # Exit codes
 //
-//	0      success (run: COMMAND exited 0)
-//	1..    run: COMMAND's own exit code, 128+N if signal N killed it
+//	0      success (run, leader: COMMAND exited 0; leader: a standby was told
+//	       to stop)
+//	1..    run, leader: COMMAND's own exit code, 128+N if signal N killed it
 //	1      an error: the store failed, could not be reached or did not answer in
 //	       time (run: or answered after the lease's deadline; COMMAND did not
 //	       start); check: the store broke a promise of the contract
 //	2      usage: bad flags or arguments (command line or environment), a
 //	       malformed or unknown backend URL; schema: not a SQL store
-//	3      status, release: nobody holds NAME
+//	3      status, release: nobody holds NAME; observe --once: no leader
 //	4      check: the store could not be tested (unreachable or failing)
-//	70     run: the lease was lost while COMMAND ran; COMMAND was stopped
-//	75     run: NAME is held by another owner (--conflict-exit-code)
+//	70     run, leader: the lease was lost while COMMAND ran; COMMAND was stopped
+//	75     run: NAME is held by another owner (--conflict-exit-code); leader:
+//	       still standing by after --timeout
 //	126    run: COMMAND could not be started
 //	127    run: COMMAND was not found
 //

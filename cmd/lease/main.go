@@ -93,6 +93,8 @@ const usage = `usage: lease [--backend URL] [--timeout D] COMMAND [ARGS]
 
 Commands:
   run [flags] NAME -- COMMAND [ARGS...]  run COMMAND while holding the lease NAME
+  leader [flags] NAME -- COMMAND [ARGS]  campaign for NAME; run COMMAND for one term as its leader
+  observe [--json] [--once] NAME         print NAME's leader, then each change of leader
   status [--json] NAME                   show who holds NAME
   list [--json] [--watch] [PREFIX]       list the held leases whose names start with PREFIX
   top [--interval D] [PREFIX]            list them again every second: lease list --watch
@@ -113,7 +115,7 @@ line wins. Run "lease COMMAND --help" for a command's flags.
 `
 
 // commands are lease's commands, for "did you mean".
-var commands = []string{"run", "status", "list", "top", "release", "check", "schema", "cleanup", "version", "help"}
+var commands = []string{"run", "leader", "observe", "status", "list", "top", "release", "check", "schema", "cleanup", "version", "help"}
 
 // run parses the global flags and runs the command args name.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -134,6 +136,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	switch cmd {
 	case "run":
 		return g.run(ctx, args)
+	case "leader":
+		return g.leader(ctx, args)
+	case "observe":
+		return g.observe(ctx, args)
 	case "status":
 		return g.status(ctx, args)
 	case "list":
