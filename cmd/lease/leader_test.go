@@ -21,9 +21,11 @@ func readUint(t *testing.T, path string) uint64 {
 }
 
 // leaderLoop is a command that notes its term and start, then runs until
-// SIGTERM, which it answers by finishing (0.3s) and noting the time.
-const leaderLoop = `echo $$ > "$DIR/$WHO-pid"; echo "$LEASE_TERM" > "$DIR/$WHO-term"; date +%s%N > "$DIR/$WHO-start"
-trap 'sleep 0.3; date +%s%N > "$DIR/$WHO-end"; exit 0' TERM
+// SIGTERM, which it answers by finishing (0.3s) and noting the time. The
+// trap is set before the start is noted, so a test that signals once it
+// sees the start never finds the shell without it (exit 143).
+const leaderLoop = `trap 'sleep 0.3; date +%s%N > "$DIR/$WHO-end"; exit 0' TERM
+echo $$ > "$DIR/$WHO-pid"; echo "$LEASE_TERM" > "$DIR/$WHO-term"; date +%s%N > "$DIR/$WHO-start"
 while :; do sleep 0.05; done`
 
 func skipOnWindows(t *testing.T) {
