@@ -111,6 +111,7 @@ func newLocker(db *sql.DB, o options) (*Locker, error) {
 		setupSlot:  make(chan struct{}, 1),
 		batchChunk: maxBatchChunk,
 	}
+	s.acquireSlots = acquireSlots(db.Stats().MaxOpenConnections)
 	return &Locker{base: driver.NewLocker("sql", s), s: s}, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"database/sql"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/leasekit/lease/driver"
@@ -42,11 +43,21 @@ func acquiredAt(ms int64) time.Time {
 }
 
 // Acquire implements driver.Store with the takeover statement (q.acquire),
-// except on MySQL 8 (see the package documentation). The statement
+// except on MySQL 8 (see the package documentation). On a bounded pool,
+// at most acquireSlots Acquires run at once, leaving connections free
+// for renewals and releases. The statement
 // returns the row it left, the holder's when the name is held.
 func (s *store) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (driver.Tenure, error) {
 	if err := s.setup(ctx); err != nil {
 		return driver.Tenure{}, err
+	}
+	if slots := s.acquireSlots; slots != nil {
+		select {
+		case slots <- struct{}{}:
+			defer func() { <-slots }()
+		case <-ctx.Done():
+			return driver.Tenure{}, fmt.Errorf("waiting for one of the %d Acquires under way to finish: %w", cap(slots), ctx.Err())
+		}
 	}
 	var (
 		gotOwner               string
@@ -280,4 +291,16 @@ func (s *store) cleanup(ctx context.Context, olderThan time.Duration) (int64, er
 		return 0, s.fail(err)
 	}
 	return n, nil
+}
+
+// acquireSlots returns the bound on concurrent Acquires for a pool of
+// maxOpen connections: all but an eighth of them, and at least two, held
+// back for renewals and releases; nil (no bound) for an unbounded pool or
+// one too small to hold any back.
+func acquireSlots(maxOpen int) chan struct{} {
+	if maxOpen <= 2 {
+		return nil
+	}
+	reserve := max(2, maxOpen/8)
+	return make(chan struct{}, maxOpen-reserve)
 }

@@ -42,6 +42,12 @@ type store struct {
 	// MySQL 8.0.4 and MariaDB 10.6): RenewBatch then renews one tenure
 	// at a time.
 	noJSONTable bool
+	// acquireSlots bounds the Acquires in flight at once to fewer than
+	// the pool's connections (nil: no bound), so that renewals and
+	// releases never wait for a connection behind a burst of Acquires:
+	// database/sql hands a freed connection to a random waiter, and a
+	// renewal that waits past its lease's Deadline loses the lease.
+	acquireSlots chan struct{}
 	// batchChunk is the most tenures RenewBatch renews in one statement
 	// (maxBatchChunk; tests make it smaller).
 	batchChunk int
