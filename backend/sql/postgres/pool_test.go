@@ -82,8 +82,8 @@ func checkPoolBound(t *testing.T, params string, bound int) {
 			errs <- err
 		})
 	}
-	// Wait, bounded in count and time, until the bound's connections are
-	// open or the count stops growing, then look once more: with the
+	// Wait, bounded in count and time, until the Acquires' connections
+	// are open or the count stops growing, then look once more: with the
 	// bound, no count can exceed it however long we wait.
 	conns := func() int {
 		var n int
@@ -92,12 +92,15 @@ func checkPoolBound(t *testing.T, params string, bound int) {
 		}
 		return n
 	}
+	// Acquires leave an eighth of the pool, at least two connections, to
+	// renewals and releases (see the sqllease package documentation).
+	acquires := bound - max(2, bound/8)
 	most, last, still := 0, -1, 0
 	for i := 0; i < 400 && still < 10; i++ {
 		time.Sleep(50 * time.Millisecond)
 		n := conns()
 		most = max(most, n)
-		if n == last && n >= bound {
+		if n == last && n >= acquires {
 			still++
 		} else {
 			still = 0
@@ -105,11 +108,11 @@ func checkPoolBound(t *testing.T, params string, bound int) {
 		last = n
 	}
 	t.Logf("max_conns %d: %d server connections at most while %d Acquires waited", bound, most, burst)
-	if most > bound {
-		t.Errorf("%d concurrent Acquires opened %d connections; want at most %d", burst, most, bound)
+	if most > acquires {
+		t.Errorf("%d concurrent Acquires opened %d connections; want at most %d of the pool's %d", burst, most, acquires, bound)
 	}
-	if most < bound {
-		t.Errorf("%d concurrent Acquires opened only %d connections; want the bound, %d (did they wait on the lock?)", burst, most, bound)
+	if most < acquires {
+		t.Errorf("%d concurrent Acquires opened only %d connections; want their share of the pool, %d (did they wait on the lock?)", burst, most, acquires)
 	}
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
