@@ -54,7 +54,10 @@ func OpenConnector(ctx context.Context, c sqldriver.Connector, opts ...Option) (
 // check makes sure the database answers and the table is ready, within
 // ctx.
 func (s *store) check(ctx context.Context) error {
-	if err := s.db.PingContext(ctx); err != nil {
+	// A busy SQLite file can refuse a new connection's pragmas (SQLITE_BUSY
+	// from journal_mode(WAL) while another process holds a lock); a ping
+	// writes nothing, so it is tried again like a statement.
+	if err := retry(ctx, s.dialect, func() error { return s.db.PingContext(ctx) }); err != nil {
 		return withContext(ctx, fmt.Errorf("connecting to the %s database: %w", s.dialect, err))
 	}
 	if err := s.setup(ctx); err != nil {

@@ -2,10 +2,14 @@ package sqllease
 
 import (
 	"context"
+	"database/sql"
 	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"modernc.org/sqlite"
 
 	"github.com/leasekit/lease"
 )
@@ -120,4 +124,47 @@ func TestLaterTemporaryTableCannotShadow(t *testing.T) {
 			t.Fatalf("Release: %v", err)
 		}
 	})
+}
+
+// TestOpenWaitsOutABusySQLiteFile: a SQLite file locked by another
+// connection makes a new connection's journal_mode(WAL) pragma fail with
+// SQLITE_BUSY, even with no busy timeout to wait in; OpenConnector tries
+// again, within its context, instead of failing the open (a flake of the
+// conformance suite on a loaded machine).
+func TestOpenWaitsOutABusySQLiteFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "busy.db")
+	holder, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	holder.SetMaxOpenConns(1)
+	ctx := context.Background()
+	tx, err := holder.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.ExecContext(ctx, "CREATE TABLE hold (x INTEGER)"); err != nil {
+		t.Fatal(err)
+	}
+	// An exclusive lock on a file in rollback-journal mode: a new
+	// connection cannot switch it to WAL until it is let go.
+	if _, err := tx.ExecContext(ctx, "PRAGMA locking_mode=EXCLUSIVE"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.ExecContext(ctx, "INSERT INTO hold VALUES (1)"); err != nil {
+		t.Fatal(err)
+	}
+	c, err := sqlite.NewConnector("file:" + path + "?_pragma=busy_timeout(0)&_pragma=journal_mode(WAL)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.AfterFunc(30*time.Millisecond, func() { _ = tx.Rollback(); _ = holder.Close() })
+	open, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	l, err := OpenConnector(open, c, WithTable(randomTable()))
+	if err != nil {
+		t.Fatalf("OpenConnector on a SQLite file locked for 30ms: %v", err)
+	}
+	l.Close()
 }
