@@ -40,6 +40,9 @@ type testStore struct {
 	table     string
 	connector sqldriver.Connector
 	db        *sql.DB // owned by the test
+	// listener, on PostgreSQL, is given to every Locker of the store
+	// (WithListener), as backend/sql/postgres's Open does.
+	listener *testListener
 }
 
 // sqliteStore returns a store on a new SQLite file in t's temp dir.
@@ -67,7 +70,10 @@ func sqliteDSN(path string) string {
 // postgresStore returns a store on LEASE_TEST_POSTGRES, or skips.
 func postgresStore(t testing.TB) *testStore {
 	t.Helper()
-	return serverStore(t, PostgreSQL, postgresConnector(t, testenv.Lookup(t, "LEASE_TEST_POSTGRES"), nil))
+	raw := testenv.Lookup(t, "LEASE_TEST_POSTGRES")
+	s := serverStore(t, PostgreSQL, postgresConnector(t, raw, nil))
+	s.listener = newTestListener(t, raw)
+	return s
 }
 
 // mysqlStore returns a store on LEASE_TEST_MYSQL, or skips.
@@ -143,7 +149,7 @@ func allStores(t *testing.T, fn func(t *testing.T, s *testStore)) {
 // newLocker returns a Locker on s's pool and table, closed with t.
 func (s *testStore) newLocker(t testing.TB, opts ...Option) *Locker {
 	t.Helper()
-	l, err := New(s.db, append([]Option{WithTable(s.table)}, opts...)...)
+	l, err := New(s.db, append(s.baseOptions(), opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,12 +161,22 @@ func (s *testStore) newLocker(t testing.TB, opts ...Option) *Locker {
 // Open make, closed with t.
 func (s *testStore) openLocker(t testing.TB, opts ...Option) *Locker {
 	t.Helper()
-	l, err := OpenConnector(context.Background(), s.connector, append([]Option{WithTable(s.table)}, opts...)...)
+	l, err := OpenConnector(context.Background(), s.connector, append(s.baseOptions(), opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
 	return l
+}
+
+// baseOptions are the options of every Locker of s: its table and, on
+// PostgreSQL, its Listener.
+func (s *testStore) baseOptions() []Option {
+	opts := []Option{WithTable(s.table)}
+	if s.listener != nil {
+		opts = append(opts, WithListener(s.listener))
+	}
+	return opts
 }
 
 // nowExpr returns SQL for the database's clock in epoch milliseconds.

@@ -13,8 +13,9 @@ import (
 )
 
 // Locker is a lease store in one SQL table. It implements lease.Locker,
-// lease.BatchRenewer, lease.Lister and lease.ForceReleaser, and is safe
-// for concurrent use.
+// lease.BatchRenewer, lease.Lister, lease.ForceReleaser and lease.Waiter
+// (whose Watch reports errors.ErrUnsupported unless the Locker has a
+// Listener: see WithListener), and is safe for concurrent use.
 type Locker struct {
 	*base
 	s *store
@@ -30,6 +31,8 @@ var (
 	_ lease.ForceReleaser  = (*Locker)(nil)
 	_ driver.Lister        = (*store)(nil)
 	_ driver.ForceReleaser = (*store)(nil)
+	_ driver.Watcher       = (*store)(nil)
+	_ lease.Waiter         = (*Locker)(nil)
 )
 
 // New returns a Locker that keeps its leases in a table of db, a pool the
@@ -102,6 +105,9 @@ func newLocker(db *sql.DB, o options) (*Locker, error) {
 	if err := checkPermanent(o.dialect, o.table); err != nil {
 		return nil, err
 	}
+	if o.listener != nil && o.dialect != PostgreSQL {
+		return nil, fmt.Errorf("%w: WithListener needs PostgreSQL (LISTEN/NOTIFY), and this Locker speaks %s", lease.ErrInvalid, o.dialect)
+	}
 	s := &store{
 		db:         db,
 		dialect:    o.dialect,
@@ -110,6 +116,7 @@ func newLocker(db *sql.DB, o options) (*Locker, error) {
 		host:       hostName(),
 		setupSlot:  make(chan struct{}, 1),
 		batchChunk: maxBatchChunk,
+		listener:   o.listener,
 	}
 	s.acquireSlots = acquireSlots(db.Stats().MaxOpenConnections)
 	return &Locker{base: driver.NewLocker("sql", s), s: s}, nil

@@ -243,7 +243,13 @@ func (s *store) ForceRelease(ctx context.Context, name string) (driver.Tenure, b
 		if s.dialect == MySQL {
 			return s.forceReleaseTx(ctx, name, &owner, &token, &exp, &acq)
 		}
-		err := s.db.QueryRowContext(ctx, s.q.forceRelease, key(name)).Scan(&owner, &token, &exp, &acq)
+		var err error
+		if s.dialect == PostgreSQL {
+			var notified int64 // see postgresNotify
+			err = s.db.QueryRowContext(ctx, s.q.forceRelease, key(name)).Scan(&owner, &token, &exp, &acq, &notified)
+		} else {
+			err = s.db.QueryRowContext(ctx, s.q.forceRelease, key(name)).Scan(&owner, &token, &exp, &acq)
+		}
 		exp = -exp // a released row's expires_at is minus the moment it ended
 		return err
 	})

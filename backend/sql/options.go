@@ -20,6 +20,9 @@ type options struct {
 	// values.
 	poolSet          bool
 	maxOpen, maxIdle int
+
+	// listener is WithListener's.
+	listener Listener
 }
 
 // The pool that OpenConnector builds (and so the dialect packages' Open

@@ -1,6 +1,9 @@
 package sqllease
 
-import "strings"
+import (
+	"strconv"
+	"strings"
+)
 
 // The statements live in one file per dialect: statements_sqlite.go,
 // statements_postgres.go and statements_mysql.go. The takeover statement,
@@ -17,10 +20,11 @@ import "strings"
 //	acquire      key, name, owner, ttl ms, host  -> owner, token, expires_at, now, acquired_at
 //	renew        key, owner, token, ttl ms       -> expires_at, acquired_at (MySQL: LAST_INSERT_ID
 //	                                                of expires_at only)
-//	release      key, owner, token               -> rows affected
+//	release      key, owner, token               -> rows affected (PostgreSQL: a row per row released)
 //	inspect      key                             -> owner, token, expires_at, acquired_at
 //	list         prefix length, prefix           -> name, owner, token, expires_at, acquired_at
 //	forceRelease key                             -> owner, token, expires_at, acquired_at
+//	                                                (PostgreSQL: and a fifth column, to ignore)
 //	cleanup      age ms                          -> rows affected
 //	renewBatch   batch document (batch.go)       -> see each dialect's statement
 //
@@ -65,11 +69,14 @@ func buildQueries(d Dialect, table string) *queries {
 	case MySQL:
 		q = mysqlQueries
 	}
-	r := strings.NewReplacer("{T}", table, "{NOW}", nowExpr[d])
+	channel, class := channelFor(table)
+	r := strings.NewReplacer("{T}", table, "{NOW}", nowExpr[d], "{NOTIFY}", postgresNotify)
+	// {NOTIFY} brings these in.
+	r2 := strings.NewReplacer("{CHANNEL}", quoteLiteral(channel), "{CLASS}", strconv.Itoa(int(class)))
 	for _, s := range []*string{&q.acquire, &q.renew, &q.release, &q.inspect, &q.list, &q.listAll,
 		&q.forceRelease, &q.cleanup, &q.acquireUpsert, &q.acquireRead, &q.forceSelect, &q.forceUpdate,
 		&q.renewBatch, &q.renewBatchRead} {
-		*s = r.Replace(*s)
+		*s = r2.Replace(r.Replace(*s))
 	}
 	return &q
 }

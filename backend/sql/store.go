@@ -51,11 +51,19 @@ type store struct {
 	// batchChunk is the most tenures RenewBatch renews in one statement
 	// (maxBatchChunk; tests make it smaller).
 	batchChunk int
+
+	// listener opens the listening connection of Watch (nil: the Locker
+	// cannot watch); hub is that side (listen.go), and qualified the
+	// table as the catalog named it, which names its channel.
+	listener  Listener
+	hub       hub
+	qualified string
 }
 
 // Close implements driver.Store: it closes the pool if OpenConnector made
 // it. A pool passed to New stays open.
 func (s *store) Close() error {
+	s.hub.close()
 	if s.ownsDB {
 		return s.db.Close()
 	}
@@ -133,6 +141,7 @@ func (s *store) prepare(ctx context.Context) error {
 		return fmt.Errorf("%w: it is a temporary table (%s): each connection has its own, so Lockers on other connections would not see its leases and would grant the same names", lease.ErrInvalid, t.temporary)
 	}
 	s.q = buildQueries(s.dialect, t.qualified)
+	s.qualified = t.qualified
 	return nil
 }
 

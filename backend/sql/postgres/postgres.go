@@ -27,6 +27,17 @@ var dialect = sqlurl.Dialect{
 	Dialect:   sqllease.PostgreSQL,
 	Params:    driverParams,
 	Connector: connector,
+	Options:   listenerOption,
+}
+
+// listenerOption gives a Locker that Open makes a Listener on the same
+// server, so that its waits are woken by PostgreSQL.
+func listenerOption(u *url.URL, q url.Values) ([]sqllease.Option, error) {
+	cfg, err := config(u, q)
+	if err != nil {
+		return nil, err
+	}
+	return []sqllease.Option{sqllease.WithListener(Listener(cfg))}, nil
 }
 
 // Open opens a pool for a postgres:// or postgresql:// URL and returns a

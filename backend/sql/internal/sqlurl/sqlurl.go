@@ -29,6 +29,9 @@ type Dialect struct {
 	// Connector turns the URL and its checked query into a connector.
 	// Its errors must not quote the URL, which may hold a password.
 	Connector func(u *url.URL, q url.Values) (sqldriver.Connector, error)
+	// Options, if set, adds options of the dialect's own for the URL
+	// (PostgreSQL's Listener), before the caller's.
+	Options func(u *url.URL, q url.Values) ([]sqllease.Option, error)
 }
 
 // OpenRaw is a dialect package's Open: it parses rawURL once, without
@@ -86,6 +89,13 @@ func (d Dialect) Open(ctx context.Context, u *url.URL, opts []sqllease.Option) (
 	c, err := d.Connector(u, q)
 	if err != nil {
 		return nil, fmt.Errorf("lease/sql: open: %w", err)
+	}
+	if d.Options != nil {
+		more, err := d.Options(u, q)
+		if err != nil {
+			return nil, fmt.Errorf("lease/sql: open: %w", err)
+		}
+		urlOpts = append(urlOpts, more...)
 	}
 	return sqllease.OpenConnector(ctx, c, append(urlOpts, opts...)...)
 }

@@ -1,0 +1,461 @@
+package sqllease
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
+)
+
+// Waiting woken by PostgreSQL (LISTEN/NOTIFY).
+//
+// A Locker given a Listener (WithListener; backend/sql/postgres's Open
+// gives one) implements lease.Waiter: lease.Run's WithWait and the
+// lease command's --wait then wake when the name is released instead of
+// polling. The Locker keeps one listening connection of its own, outside
+// the pool, from its first Watch until Close. On it, it LISTENs on the
+// table's channel (channelFor) and, for each name watched, holds a
+// session-level shared advisory lock on (class, the first four bytes of
+// the name's key): the mark. The release and force-release statements of
+// every PostgreSQL Locker (postgresNotify) try that lock exclusively, and
+// NOTIFY the channel with the key only when the try fails, that is when
+// somebody watches the name: NOTIFY serializes commits, so a release that
+// nobody waits for does not pay for it. A mark that collides with another
+// name's costs a needless NOTIFY, never a missed one.
+//
+// Wake-ups are hints: a waiter still goes through Acquire. When the
+// listening connection drops, every watch wakes at once and again once
+// its mark is back on a new connection, since a release in between went
+// unheard; expiry notifies nobody (lease.Run wakes at the holder's
+// remaining time for it).
+
+// A Listener opens the connections on which a PostgreSQL Locker listens
+// for releases (see WithListener). backend/sql/postgres's Listener is one
+// for pgx.
+type Listener interface {
+	// Connect opens a new connection to the Locker's database, separate
+	// from its pool, within ctx.
+	Connect(ctx context.Context) (ListenConn, error)
+}
+
+// A ListenConn is one connection of a Listener. The Locker uses it from
+// one goroutine at a time.
+type ListenConn interface {
+	// Exec runs one statement that returns no rows (LISTEN).
+	Exec(ctx context.Context, sql string) error
+	// QueryBool runs one statement that returns one boolean.
+	QueryBool(ctx context.Context, sql string) (bool, error)
+	// WaitForNotification returns the channel and payload of the next
+	// notification, waiting for one until ctx ends. An error caused by
+	// ctx ending must leave the connection usable (pgx's does).
+	WaitForNotification(ctx context.Context) (channel, payload string, err error)
+	// Close closes the connection.
+	Close() error
+}
+
+// WithListener makes a PostgreSQL Locker a lease.Waiter whose waits are
+// woken by the database (LISTEN/NOTIFY, see the package documentation):
+// l opens the Locker's one listening connection. backend/sql/postgres's
+// Open gives it on its own; with New, pass postgreslease.Listener. Given
+// for another dialect, New fails with an error matching lease.ErrInvalid.
+func WithListener(l Listener) Option {
+	return func(o *options) error {
+		if l == nil {
+			return fmt.Errorf("%w: WithListener(nil)", lease.ErrInvalid)
+		}
+		o.listener = l
+		return nil
+	}
+}
+
+// channelFor returns the NOTIFY channel of a table, named as the catalog
+// qualified it, and the first key of its advisory-lock marks. A channel
+// is an identifier of at most 63 bytes.
+func channelFor(table string) (string, int32) {
+	ch := "lease:" + table
+	if len(ch) > 63 {
+		sum := sha256.Sum256([]byte(table))
+		ch = "lease:" + hex.EncodeToString(sum[:16])
+	}
+	h := fnv.New32a()
+	h.Write([]byte(ch))
+	return ch, int32(h.Sum32())
+}
+
+// quoteLiteral quotes s as an SQL string literal.
+func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+// quoteIdent quotes s as an SQL identifier.
+func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
+
+// markKey is the second key of a name's mark: the first four bytes of its
+// row key, as postgresNotify reads them.
+func markKey(k []byte) int32 {
+	return int32(uint32(k[0])<<24 | uint32(k[1])<<16 | uint32(k[2])<<8 | uint32(k[3]))
+}
+
+const (
+	// listenSetup bounds how long Watch waits for its mark to be in place
+	// (a connection to open, LISTEN, the lock); past it Watch fails and
+	// lease.Run polls instead.
+	listenSetup = 5 * time.Second
+	// listenIdle is how long the listening connection may stay silent
+	// before the Locker pings it; a failed ping counts as a drop.
+	listenIdle = 5 * time.Second
+	// listenStatement bounds each statement on the listening connection.
+	listenStatement = 5 * time.Second
+	// listenBackoff bounds the wait between attempts to connect again.
+	listenBackoff = time.Second
+	// markRetry is how soon a mark that could not be taken (a release of
+	// the name holding the lock for its commit) is tried again.
+	markRetry = 20 * time.Millisecond
+)
+
+// hub is a Locker's listening side: one connection, the names watched on
+// it, and one goroutine (loop) that owns the connection, from the first
+// Watch until Close.
+type hub struct {
+	listener Listener
+	channel  string
+	class    int32
+
+	mu      sync.Mutex
+	names   map[string]*watched // by the hex of the name's key
+	closed  bool
+	pending bool               // the loop has marks to take or give back
+	stop    context.CancelFunc // ends the loop's current wait; nil if none
+	life    context.Context
+	end     context.CancelFunc
+	done    chan struct{} // closed when loop returns; nil before it starts
+}
+
+// watched is one name watched on the hub.
+type watched struct {
+	mark    int32
+	watches map[*pgWatch]struct{}
+	// marked says the listening connection holds the mark; ever, that
+	// it held it on some connection.
+	marked, ever bool
+	// ready is closed once marked on the current connection; a Watch
+	// waits for it.
+	ready  chan struct{}
+	isOpen bool // ready is not closed yet
+}
+
+// pgWatch is one Watch of a PostgreSQL Locker.
+type pgWatch struct {
+	h   *hub
+	key string
+	driver.Signal
+	stopAfter func() bool
+	once      sync.Once
+}
+
+// Stop implements lease.Watch.
+func (w *pgWatch) Stop() {
+	w.once.Do(func() {
+		if w.stopAfter != nil {
+			w.stopAfter()
+		}
+		w.h.mu.Lock()
+		if e := w.h.names[w.key]; e != nil {
+			delete(e.watches, w)
+			if len(e.watches) == 0 {
+				w.h.pokeLocked()
+			}
+		}
+		w.h.mu.Unlock()
+	})
+}
+
+// pokeLocked has the loop look at the marks again, interrupting its wait.
+func (h *hub) pokeLocked() {
+	h.pending = true
+	if h.stop != nil {
+		h.stop()
+		h.stop = nil
+	}
+}
+
+// Watch implements driver.Watcher on a Locker with a Listener.
+func (s *store) Watch(ctx context.Context, name string) (lease.Watch, error) {
+	if s.listener == nil {
+		return nil, fmt.Errorf("the Locker has no Listener (WithListener, PostgreSQL only): %w", errors.ErrUnsupported)
+	}
+	if err := s.setup(ctx); err != nil {
+		return nil, s.fail(err)
+	}
+	k := key(name)
+	w := &pgWatch{h: &s.hub, key: hex.EncodeToString(k), Signal: driver.NewSignal()}
+	h := &s.hub
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return nil, lease.ErrClosed
+	}
+	if h.done == nil {
+		h.listener = s.listener
+		h.channel, h.class = channelFor(s.qualified)
+		h.names = map[string]*watched{}
+		h.life, h.end = context.WithCancel(context.Background())
+		h.done = make(chan struct{})
+		go h.loop()
+	}
+	e := h.names[w.key]
+	if e == nil {
+		e = &watched{mark: markKey(k), watches: map[*pgWatch]struct{}{}, ready: make(chan struct{}), isOpen: true}
+		h.names[w.key] = e
+	}
+	e.watches[w] = struct{}{}
+	if !e.marked {
+		h.pokeLocked()
+	}
+	ready := e.ready
+	h.mu.Unlock()
+
+	t := time.NewTimer(listenSetup)
+	defer t.Stop()
+	select {
+	case <-ready:
+	case <-ctx.Done():
+		w.Stop()
+		return nil, ctx.Err()
+	case <-t.C:
+		w.Stop()
+		return nil, fmt.Errorf("could not listen for releases of %q within %s (the listening connection is down, or the name's mark is taken)", name, listenSetup)
+	}
+	w.stopAfter = context.AfterFunc(ctx, w.Stop)
+	return w, nil
+}
+
+// close ends the loop and waits for it; Watch fails with lease.ErrClosed
+// from then on.
+func (h *hub) close() {
+	h.mu.Lock()
+	h.closed = true
+	done := h.done
+	if h.end != nil {
+		h.end()
+	}
+	h.mu.Unlock()
+	if done != nil {
+		<-done
+	}
+}
+
+// loop owns the listening connection until the Locker closes: it opens it
+// (again after a drop), takes and gives back marks, wakes the watches of
+// each name notified, and pings a silent connection.
+func (h *hub) loop() {
+	defer close(h.done)
+	var (
+		conn    ListenConn
+		backoff time.Duration
+	)
+	defer func() {
+		if conn != nil {
+			_ = conn.Close()
+		}
+	}()
+	for h.life.Err() == nil {
+		if conn == nil {
+			if !h.sleep(backoff) {
+				return
+			}
+			c, err := h.connect()
+			if err != nil {
+				backoff = min(max(2*backoff, 50*time.Millisecond), listenBackoff)
+				continue
+			}
+			conn, backoff = c, 0
+		}
+		h.mu.Lock()
+		h.pending = false
+		h.mu.Unlock()
+		retry, err := h.sync(conn)
+		if err != nil {
+			conn = h.dropped(conn)
+			continue
+		}
+		h.mu.Lock()
+		if h.pending || h.life.Err() != nil {
+			h.mu.Unlock()
+			continue
+		}
+		wait := listenIdle
+		if retry {
+			wait = markRetry
+		}
+		wctx, cancel := context.WithTimeout(h.life, wait)
+		h.stop = cancel
+		h.mu.Unlock()
+		ch, payload, err := conn.WaitForNotification(wctx)
+		h.mu.Lock()
+		h.stop = nil
+		h.mu.Unlock()
+		ended := wctx.Err() // nil: the wait ended on its own
+		cancel()
+		switch {
+		case h.life.Err() != nil:
+			return
+		case err == nil:
+			if ch == h.channel {
+				h.wake(payload)
+			}
+		case ended == nil:
+			conn = h.dropped(conn) // the connection failed
+		case errors.Is(ended, context.DeadlineExceeded) && !retry:
+			// Silent for listenIdle: is the connection still there?
+			pctx, pcancel := context.WithTimeout(h.life, listenStatement)
+			_, err := conn.QueryBool(pctx, "SELECT true")
+			pcancel()
+			if err != nil && h.life.Err() == nil {
+				conn = h.dropped(conn)
+			}
+		}
+	}
+}
+
+// connect opens a listening connection and LISTENs on the channel.
+func (h *hub) connect() (ListenConn, error) {
+	ctx, cancel := context.WithTimeout(h.life, listenStatement)
+	defer cancel()
+	c, err := h.listener.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Exec(ctx, "LISTEN "+quoteIdent(h.channel)); err != nil {
+		_ = c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// sync takes the marks of names watched and gives back those of names no
+// longer watched. retry says some mark could not be taken.
+func (h *hub) sync(conn ListenConn) (retry bool, err error) {
+	type job struct {
+		key string
+		e   *watched
+	}
+	var take, give []job
+	h.mu.Lock()
+	for k, e := range h.names {
+		switch {
+		case len(e.watches) == 0 && e.marked:
+			give = append(give, job{k, e})
+		case len(e.watches) == 0:
+			delete(h.names, k)
+		case !e.marked:
+			take = append(take, job{k, e})
+		}
+	}
+	h.mu.Unlock()
+	for _, j := range give {
+		ctx, cancel := context.WithTimeout(h.life, listenStatement)
+		_, err := conn.QueryBool(ctx, fmt.Sprintf("SELECT pg_advisory_unlock_shared(%d, %d)", h.class, j.e.mark))
+		cancel()
+		if err != nil {
+			return false, err
+		}
+		h.mu.Lock()
+		j.e.marked = false
+		if len(j.e.watches) == 0 {
+			delete(h.names, j.key)
+		} else {
+			h.pending = true // watched again meanwhile: mark it again
+		}
+		h.mu.Unlock()
+	}
+	for _, j := range take {
+		ctx, cancel := context.WithTimeout(h.life, listenStatement)
+		ok, err := conn.QueryBool(ctx, fmt.Sprintf("SELECT pg_try_advisory_lock_shared(%d, %d)", h.class, j.e.mark))
+		cancel()
+		if err != nil {
+			return false, err
+		}
+		h.mu.Lock()
+		if ok {
+			j.e.marked = true
+			if j.e.isOpen {
+				close(j.e.ready)
+				j.e.isOpen = false
+			}
+			if j.e.ever {
+				// Marked again after a drop: a release in between went
+				// unheard.
+				j.e.wakeLocked()
+			}
+			j.e.ever = true
+			if len(j.e.watches) == 0 {
+				h.pending = true // to give it back
+			}
+		} else {
+			// The lock is held exclusively: most likely a release of the
+			// name is committing. Wake its watches and try again soon.
+			j.e.wakeLocked()
+			retry = true
+		}
+		h.mu.Unlock()
+	}
+	return retry, nil
+}
+
+// dropped closes a failed connection and returns nil: every mark went with
+// it, so every watch wakes (a release may have gone unheard) and waits
+// for its mark on the next connection.
+func (h *hub) dropped(conn ListenConn) ListenConn {
+	_ = conn.Close()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for k, e := range h.names {
+		if len(e.watches) == 0 {
+			delete(h.names, k)
+			continue
+		}
+		e.marked = false
+		if !e.isOpen {
+			e.ready, e.isOpen = make(chan struct{}), true
+		}
+		e.wakeLocked()
+	}
+	return nil
+}
+
+// wake wakes the watches of the name whose key's hex is payload.
+func (h *hub) wake(payload string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if e := h.names[payload]; e != nil {
+		e.wakeLocked()
+	}
+}
+
+func (e *watched) wakeLocked() {
+	for w := range e.watches {
+		w.Wake()
+	}
+}
+
+// sleep waits d, or until the Locker closes (false).
+func (h *hub) sleep(d time.Duration) bool {
+	if d <= 0 {
+		return h.life.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-h.life.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

@@ -1,0 +1,319 @@
+package sqllease
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/backend/sql/internal/pglisten"
+)
+
+// testListener is the Listener of backend/sql/postgres's Open, with an
+// application_name of its own so that a test can find its connections.
+type testListener struct {
+	l   *pglisten.Listener
+	app string
+}
+
+func newTestListener(t testing.TB, raw string) *testListener {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(raw)
+	if err != nil {
+		t.Fatalf("bad test URL: %v", err)
+	}
+	b := make([]byte, 6)
+	rand.Read(b)
+	app := "lease-listen-" + hex.EncodeToString(b)
+	cfg.RuntimeParams["application_name"] = app
+	return &testListener{l: pglisten.New(cfg), app: app}
+}
+
+func (l *testListener) Connect(ctx context.Context) (ListenConn, error) {
+	c, err := l.l.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// listening counts the listener's connections on the server.
+func (s *testStore) listening(t *testing.T) int {
+	t.Helper()
+	var n int
+	if err := s.db.QueryRow(`SELECT count(*) FROM pg_stat_activity WHERE application_name = $1`, s.listener.app).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// marks counts the advisory locks held by the listener's connections.
+func (s *testStore) marks(t *testing.T) int {
+	t.Helper()
+	var n int
+	if err := s.db.QueryRow(`SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+WHERE l.locktype = 'advisory' AND a.application_name = $1`, s.listener.app).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// waitWake fails t unless w wakes within d.
+func waitWake(t *testing.T, w lease.Watch, d time.Duration, after string) {
+	t.Helper()
+	select {
+	case <-w.Changed():
+	case <-time.After(d):
+		t.Fatalf("the watch did not wake within %s of %s", d, after)
+	}
+}
+
+// noWake fails t if w wakes within d.
+func noWake(t *testing.T, w lease.Watch, d time.Duration, after string) {
+	t.Helper()
+	select {
+	case <-w.Changed():
+		t.Fatalf("the watch woke after %s", after)
+	case <-time.After(d):
+	}
+}
+
+// drain empties w's pending wake-up.
+func drain(w lease.Watch) {
+	select {
+	case <-w.Changed():
+	default:
+	}
+}
+
+// TestReleaseNotifiesOnlyWatchedNames: a release sends NOTIFY only when a
+// Locker watches the name (its listening connection holds the name's
+// mark), so releases nobody waits for do not serialize their commits.
+func TestReleaseNotifiesOnlyWatchedNames(t *testing.T) {
+	s := postgresStore(t)
+	l := s.newLocker(t)
+	ctx := t.Context()
+	// An eavesdropper on the channel, as a second process would be.
+	if _, err := l.Inspect(ctx, "x"); !errors.Is(err, lease.ErrNotHeld) { // sets the Locker up
+		t.Fatal(err)
+	}
+	ch, _ := channelFor(l.s.qualified)
+	ear, err := s.listener.l.Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ear.Close()
+	if err := ear.Exec(ctx, "LISTEN "+quoteIdent(ch)); err != nil {
+		t.Fatal(err)
+	}
+	heard := func(d time.Duration) (string, bool) {
+		wctx, cancel := context.WithTimeout(ctx, d)
+		defer cancel()
+		_, p, err := ear.WaitForNotification(wctx)
+		return p, err == nil
+	}
+
+	held, err := l.Acquire(ctx, "unwatched", "a", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(ctx, held); err != nil {
+		t.Fatal(err)
+	}
+	if p, ok := heard(300 * time.Millisecond); ok {
+		t.Fatalf("a release of a name nobody watches sent NOTIFY %q", p)
+	}
+
+	w, err := l.Watch(ctx, "watched")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	held, err = l.Acquire(ctx, "watched", "a", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	drain(w)
+	if err := l.Release(ctx, held); err != nil {
+		t.Fatal(err)
+	}
+	if p, ok := heard(5 * time.Second); !ok || p != hex.EncodeToString(key("watched")) {
+		t.Fatalf("a release of a watched name: heard %q, %v; want its key", p, ok)
+	}
+	waitWake(t, w, 5*time.Second, "the release")
+
+	// Force-release notifies too.
+	if _, err := l.Acquire(ctx, "watched", "b", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	drain(w)
+	if _, err := l.ForceRelease(ctx, "watched"); err != nil {
+		t.Fatal(err)
+	}
+	waitWake(t, w, 5*time.Second, "the force-release")
+
+	// Once the watch stops, its mark goes and releases are silent again.
+	w.Stop()
+	deadline := time.Now().Add(5 * time.Second)
+	for s.marks(t) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the mark of a stopped watch is still held after 5s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	held, err = l.Acquire(ctx, "watched", "c", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, ok := heard(50 * time.Millisecond); !ok {
+			break // drained what the force-release's NOTIFY left
+		}
+	}
+	if err := l.Release(ctx, held); err != nil {
+		t.Fatal(err)
+	}
+	if p, ok := heard(300 * time.Millisecond); ok {
+		t.Fatalf("a release after the watch stopped sent NOTIFY %q", p)
+	}
+}
+
+// TestWatchAcrossLockers: a release by another Locker (another process's)
+// wakes the watch, and many watches of one name share one mark.
+func TestWatchAcrossLockers(t *testing.T) {
+	s := postgresStore(t)
+	a, b := s.openLocker(t), s.openLocker(t)
+	ctx := t.Context()
+	var ws []lease.Watch
+	for range 3 {
+		w, err := a.Watch(ctx, "shared")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Stop()
+		ws = append(ws, w)
+	}
+	if n := s.marks(t); n != 1 {
+		t.Fatalf("three watches of one name hold %d marks, want 1", n)
+	}
+	held, err := b.Acquire(ctx, "shared", "b", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range ws {
+		drain(w)
+	}
+	if err := b.Release(ctx, held); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range ws {
+		waitWake(t, w, 5*time.Second, "another Locker's release")
+	}
+}
+
+// TestWatchSurvivesADroppedConnection: when the listening connection is
+// cut, every watch wakes at once (a release may have gone unheard), the
+// Locker connects again, and the next release wakes the watch as before.
+func TestWatchSurvivesADroppedConnection(t *testing.T) {
+	s := postgresStore(t)
+	l := s.newLocker(t)
+	ctx := t.Context()
+	w, err := l.Watch(ctx, "cut")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	held, err := l.Acquire(ctx, "cut", "a", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	drain(w)
+	if _, err := s.db.Exec(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1`, s.listener.app); err != nil {
+		t.Fatal(err)
+	}
+	waitWake(t, w, 5*time.Second, "the listening connection was cut")
+	// Connected again, with the mark back in place.
+	deadline := time.Now().Add(10 * time.Second)
+	for s.listening(t) != 1 || s.marks(t) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("10s after the cut: %d listening connections and %d marks, want 1 and 1", s.listening(t), s.marks(t))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	drain(w)
+	if err := l.Release(ctx, held); err != nil {
+		t.Fatal(err)
+	}
+	waitWake(t, w, 5*time.Second, "a release after the reconnection")
+}
+
+// TestStoppedWatchesLeaveNothing: watches stopped or whose context ended
+// give their marks back, and Close closes the listening connection.
+func TestStoppedWatchesLeaveNothing(t *testing.T) {
+	s := postgresStore(t)
+	l := s.newLocker(t)
+	cctx, cancel := context.WithCancel(t.Context())
+	var ws []lease.Watch
+	for i := range 20 {
+		ctx := t.Context()
+		if i%2 == 0 {
+			ctx = cctx
+		}
+		w, err := l.Watch(ctx, "name-"+string(rune('a'+i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ws = append(ws, w)
+	}
+	if n := s.marks(t); n != 20 {
+		t.Fatalf("20 watched names hold %d marks", n)
+	}
+	cancel()
+	for i, w := range ws {
+		if i%2 == 1 {
+			w.Stop()
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for s.marks(t) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d marks left 5s after every watch ended", s.marks(t))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := s.listening(t); n != 1 {
+		t.Fatalf("%d listening connections, want 1 until Close", n)
+	}
+	l.Close()
+	deadline = time.Now().Add(5 * time.Second)
+	for s.listening(t) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the listening connection is still open 5s after Close")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := l.Watch(t.Context(), "after"); !errors.Is(err, lease.ErrClosed) {
+		t.Fatalf("Watch after Close: %v, want ErrClosed", err)
+	}
+}
+
+// TestWithListenerNeedsPostgres: other dialects refuse a Listener, and a
+// Locker without one cannot watch (lease.Run polls it).
+func TestWithListenerNeedsPostgres(t *testing.T) {
+	s := sqliteStore(t)
+	if _, err := New(s.db, WithListener(&testListener{})); !errors.Is(err, lease.ErrInvalid) || !contains(err, "PostgreSQL") {
+		t.Fatalf("WithListener on SQLite: %v, want ErrInvalid naming PostgreSQL", err)
+	}
+	if _, err := New(s.db, WithListener(nil)); !errors.Is(err, lease.ErrInvalid) {
+		t.Fatalf("WithListener(nil): %v, want ErrInvalid", err)
+	}
+	l := s.newLocker(t)
+	if _, err := l.Watch(t.Context(), "x"); !errors.Is(err, errors.ErrUnsupported) {
+		t.Fatalf("Watch without a Listener: %v, want ErrUnsupported", err)
+	}
+}
