@@ -368,26 +368,63 @@ func acquireWaiting(ctx context.Context, l Locker, name, owner string, ttl, wait
 			changed = watch.Changed()
 		}
 	}
+	// turn is this waiter's place in the process's queue for the name
+	// (waitqueue.go); fair waiters queue in the store instead.
+	var turn *localTurn
+	defer func() {
+		if turn != nil {
+			turn.leave(err == nil)
+		}
+	}()
+	var (
+		he      *HeldError
+		lastErr error // the last attempt's, a *HeldError
+		attempt = true
+	)
 	for {
-		// An answer after the Deadline it would grant is of no use: stop
-		// waiting for it then (the store is slow or stalled).
-		actx, acancel := context.WithDeadline(ctx, time.Now().Add(ttl-DriftMargin(ttl)))
-		held, err := acquire(actx, name, owner, ttl)
-		acancel()
-		if err == nil || wait <= 0 {
-			return held, err
+		if attempt {
+			// An answer after the Deadline it would grant is of no use:
+			// stop waiting for it then (the store is slow or stalled).
+			actx, acancel := context.WithDeadline(ctx, time.Now().Add(ttl-DriftMargin(ttl)))
+			held, err := acquire(actx, name, owner, ttl)
+			acancel()
+			if err == nil || wait <= 0 {
+				return held, err
+			}
+			if !errors.As(err, &he) {
+				return Lease{}, err
+			}
+			lastErr = err
 		}
-		var he *HeldError
-		if !errors.As(err, &he) {
-			return Lease{}, err
-		}
+		attempt = true
 		left := time.Until(limit)
 		if left <= 0 {
-			return Lease{}, err
+			return Lease{}, lastErr
 		}
-		if backoff == 10*time.Millisecond {
+		if backoff == 10*time.Millisecond && turn == nil {
 			log.log(slog.LevelInfo, "waiting for lease", slog.String("lease.holder", he.Owner), slog.Duration("lease.remaining", he.Remaining),
 				slog.Duration("lease.wait", wait), slog.Bool("lease.watching", changed != nil))
+		}
+		if !fair && turn == nil {
+			var head bool
+			if turn, head = joinLocal(l, name); !head {
+				// Wait for the waiters ahead in this process.
+				ahead, ended, err := awaitTurn(ctx, turn, left, changed)
+				switch {
+				case err != nil:
+					return Lease{}, fmt.Errorf("lease %q: gave up waiting: %w; last attempt: %w", name, err, lastErr)
+				case ended:
+					return Lease{}, lastErr
+				}
+				if !ahead {
+					continue // the head gave up: the name may be free
+				}
+				// The head acquired the name: wait for its release.
+				attempt = false
+				backoff = 10 * time.Millisecond
+				he = &HeldError{Name: name, Remaining: ttl}
+				continue
+			}
 		}
 		var d time.Duration
 		switch {
@@ -400,17 +437,37 @@ func acquireWaiting(ctx context.Context, l Locker, name, owner string, ttl, wait
 		default:
 			// Full jitter, but never sleep far past the holder's expiry or
 			// the caller's limit.
-			d = min(time.Duration(rand.Int64N(int64(backoff)))+time.Millisecond, he.Remaining+time.Millisecond, left)
-			backoff = min(backoff*2, time.Second)
+			d = min(time.Duration(rand.Int64N(int64(max(backoff, time.Millisecond))))+time.Millisecond, he.Remaining+time.Millisecond, left)
+			backoff = min(max(backoff*2, 10*time.Millisecond), time.Second)
 		}
 		t := time.NewTimer(d)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return Lease{}, fmt.Errorf("lease %q: gave up waiting: %w; last attempt: %w", name, context.Cause(ctx), err)
+			return Lease{}, fmt.Errorf("lease %q: gave up waiting: %w; last attempt: %w", name, context.Cause(ctx), lastErr)
 		case <-changed:
 			t.Stop()
 		case <-t.C:
+		}
+	}
+}
+
+// awaitTurn waits until turn is the head of its queue and returns whether
+// the head before it acquired the name; or until left passes (ended) or
+// ctx ends (its cause). Wake-ups of changed meanwhile are for the head:
+// they are dropped.
+func awaitTurn(ctx context.Context, turn *localTurn, left time.Duration, changed <-chan struct{}) (acquired, ended bool, err error) {
+	t := time.NewTimer(left)
+	defer t.Stop()
+	for {
+		select {
+		case acquired := <-turn.ready:
+			return acquired, false, nil
+		case <-ctx.Done():
+			return false, false, context.Cause(ctx)
+		case <-t.C:
+			return false, true, nil
+		case <-changed:
 		}
 	}
 }

@@ -499,3 +499,91 @@ func TestRunStopsRenewingOnceFnsContextEnds(t *testing.T) {
 		}
 	})
 }
+
+// TestRunWaitersOfOneProcessTakeTurns: waiters of one process on one
+// Locker queue locally, so a release wakes one Acquire, not one per
+// waiter, and they get the name in arrival order.
+func TestRunWaitersOfOneProcessTakeTurns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := &countingAcquires{Locker: memory.New()}
+		held, err := l.Locker.Acquire(context.Background(), "job", "first", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		const waiters = 10
+		var (
+			mu    sync.Mutex
+			order []int
+			wg    sync.WaitGroup
+		)
+		for i := range waiters {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				err := lease.Run(context.Background(), l, "job", 10*time.Second, func(context.Context) error {
+					mu.Lock()
+					order = append(order, i)
+					mu.Unlock()
+					time.Sleep(100 * time.Millisecond)
+					return nil
+				}, lease.WithWait(time.Minute))
+				if err != nil {
+					t.Errorf("waiter %d: %v", i, err)
+				}
+			}()
+			time.Sleep(10 * time.Millisecond) // arrive one after another
+		}
+		_ = l.Release(context.Background(), held)
+		wg.Wait()
+		for i, w := range order {
+			if w != i {
+				t.Fatalf("waiters got the lease in the order %v, want arrival order", order)
+			}
+		}
+		// One attempt each on arrival, and one per handoff; a herd would
+		// take 10+9+...+1 more.
+		if n := l.acquires.Load(); n > 2*waiters {
+			t.Fatalf("%d Acquire attempts for %d handoffs to %d waiters, want at most %d", n, waiters, waiters, 2*waiters)
+		}
+	})
+}
+
+// TestRunNextWaiterTriesWhenTheHeadGivesUp: when the first waiter of the
+// process gives up, the next tries at once (the name may have been freed
+// just then), and the one after stays queued.
+func TestRunNextWaiterTriesWhenTheHeadGivesUp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := &countingAcquires{Locker: memory.New()}
+		held, err := l.Locker.Acquire(context.Background(), "job", "first", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hctx, cancelHead := context.WithCancel(context.Background())
+		headErr := make(chan error, 1)
+		run := func(ctx context.Context, done chan<- error) {
+			done <- lease.Run(ctx, l, "job", time.Minute, func(context.Context) error { return nil }, lease.WithWait(time.Hour))
+		}
+		go run(hctx, headErr)
+		time.Sleep(100 * time.Millisecond)
+		second, third := make(chan error, 1), make(chan error, 1)
+		go run(context.Background(), second)
+		go run(context.Background(), third)
+		time.Sleep(100 * time.Millisecond)
+		synctest.Wait()
+		before := l.acquires.Load() // one attempt each on arrival
+		cancelHead()
+		if err := <-headErr; !errors.Is(err, context.Canceled) {
+			t.Fatalf("the head: %v, want context.Canceled", err)
+		}
+		synctest.Wait()
+		if n := l.acquires.Load() - before; n != 1 {
+			t.Fatalf("%d Acquire attempts when the head gave up, want 1 (the next waiter's, at once)", n)
+		}
+		_ = l.Release(context.Background(), held)
+		for _, c := range []chan error{second, third} {
+			if err := <-c; err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+}

@@ -258,7 +258,7 @@ func runHandoff(ctx context.Context, cfg config, versions map[string]string, pro
 		cols: compareCols,
 	}
 	for _, tg := range cfg.targets {
-		c, err := connectFor(ctx, tg, connOpts{proxy: true, pool: cfg.waiters + 4}, versions)
+		c, err := connectFor(ctx, tg, connOpts{proxy: true, leaseURL: true, pool: cfg.waiters + 4}, versions)
 		if err != nil {
 			t.add(tg.kind, "handoff", "error", "", "")
 			t.note("%s", short(err))
