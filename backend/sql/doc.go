@@ -49,6 +49,17 @@
 // past its lease's Deadline (database/sql hands a freed connection to a
 // random waiter). The bound is read from the pool when the Locker is made.
 //
+// # Waiting
+//
+// A PostgreSQL Locker with a Listener (WithListener; each Open gives one)
+// is a lease.Waiter woken by the database: it keeps one listening
+// connection outside its pool, LISTENs on its table's channel, and holds
+// a shared advisory lock per watched name, which the release and
+// force-release statements of every Locker try, sending NOTIFY only when
+// the try fails (NOTIFY serializes commits, so releases nobody waits for
+// skip it). listen.go has the details. Other Lockers report
+// errors.ErrUnsupported from Watch, and lease.Run polls them.
+//
 // # Table
 //
 // One row per name (see Schema for the DDL): the SHA-256 of the name as
