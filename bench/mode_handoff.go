@@ -50,7 +50,7 @@ func watches(ctx context.Context, l lease.Locker) (bool, string) {
 	watch, err := w.Watch(ctx, "handoff-probe")
 	switch {
 	case errors.Is(err, errors.ErrUnsupported):
-		return false, "polls (this backend's Watch is not implemented yet)"
+		return false, "polls with jittered backoff (this store cannot notify: Watch is unsupported)"
 	case err != nil:
 		return false, "polls (Watch failed: " + short(err) + ")"
 	}
