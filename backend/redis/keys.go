@@ -14,6 +14,8 @@ const (
 	leaseSuffix    = ":lease"     // the tenure: a hash that expires with it
 	tokenSuffix    = ":token"     // the last token: an integer that never expires
 	releasedSuffix = ":released:" // + token: the marker of a release (release.lua)
+	queueSuffix    = ":queue"     // the waiting line of AcquireQueued (queue.lua)
+	placesSuffix   = ":places"    // when each place in the line lapses
 )
 
 // keyBase returns the part that every key of name starts with:

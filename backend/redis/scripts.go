@@ -20,13 +20,21 @@ var (
 	inspectSrc string
 	//go:embed force_release.lua
 	forceReleaseSrc string
+	//go:embed queue.lua
+	queueSrc string
+	//go:embed dequeue.lua
+	dequeueSrc string
 
 	acquireScript      = redis.NewScript(acquireSrc)
 	renewScript        = redis.NewScript(renewSrc)
 	releaseScript      = redis.NewScript(releaseSrc)
 	inspectScript      = redis.NewScript(inspectSrc)
 	forceReleaseScript = redis.NewScript(forceReleaseSrc)
+	// fairScript is queue.lua with acquire.lua after it: AcquireQueued.
+	fairScript    = redis.NewScript(fairSrc)
+	fairSrc       = queueSrc + "\n" + acquireSrc
+	dequeueScript = redis.NewScript(dequeueSrc)
 
 	// allSources is every script's text, for SCRIPT LOAD.
-	allSources = []string{acquireSrc, renewSrc, releaseSrc, inspectSrc, forceReleaseSrc}
+	allSources = []string{acquireSrc, renewSrc, releaseSrc, inspectSrc, forceReleaseSrc, fairSrc, dequeueSrc}
 )
