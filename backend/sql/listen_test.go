@@ -73,16 +73,6 @@ func waitWake(t *testing.T, w lease.Watch, d time.Duration, after string) {
 	}
 }
 
-// noWake fails t if w wakes within d.
-func noWake(t *testing.T, w lease.Watch, d time.Duration, after string) {
-	t.Helper()
-	select {
-	case <-w.Changed():
-		t.Fatalf("the watch woke after %s", after)
-	case <-time.After(d):
-	}
-}
-
 // drain empties w's pending wake-up.
 func drain(w lease.Watch) {
 	select {
