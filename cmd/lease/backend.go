@@ -7,9 +7,9 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/leasekit/lease"
-	_ "github.com/leasekit/lease/backend/all"
 )
 
 // backendEnv names the store when --backend is not given.
@@ -31,6 +31,9 @@ func (g *globals) backendURL() (string, error) {
 // directory, so that lease works with nothing installed. Every lease
 // command run by one user on one machine shares it.
 func defaultBackend() (string, error) {
+	if !slices.Contains(lease.Schemes(), "sqlite") {
+		return "", failf(exitUsage, "no --backend or $%s, and this lease was built without SQLite (-tags lease_nosqlite), the default store: name a store, e.g. --backend redis://127.0.0.1:6379", backendEnv)
+	}
 	dir, err := os.UserCacheDir()
 	if err != nil {
 		return "", failf(exitUsage, "no --backend or $%s, and no cache directory for the default SQLite file: %v", backendEnv, err)

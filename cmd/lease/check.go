@@ -1,3 +1,5 @@
+//go:build !lease_nocheck
+
 package main
 
 import (
