@@ -9,7 +9,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/go-sql-driver/mysql"
 
@@ -24,9 +23,17 @@ func init() {
 	classify.Register(retryable)
 }
 
+// Every query parameter of the URL but the Locker's own (table,
+// autocreate, max_conns, max_idle_conns) and socket goes to
+// go-sql-driver's DSN parser, as in a DSN: tls, timeout, readTimeout,
+// charset, collation, loc, ... configure the connection, and any other is
+// a system variable set at connect (sql_mode, time_zone,
+// innodb_lock_wait_timeout, ...), which the server refuses when it does
+// not know it: Open then fails naming it. socket=/path/mysqld.sock
+// connects through a Unix socket instead of the URL's host.
 var dialect = sqlurl.Dialect{
 	Dialect:   sqllease.MySQL,
-	Params:    []string{"tls", "timeout"},
+	PassAll:   true,
 	Connector: connector,
 }
 
@@ -67,42 +74,53 @@ func connector(u *url.URL, q url.Values) (sqldriver.Connector, error) {
 // configuration with interpolateParams on (one round trip per statement)
 // and a logger that drops what the driver would print.
 func config(u *url.URL, q url.Values) (*mysql.Config, error) {
-	cfg := mysql.NewConfig()
+	pass := url.Values{}
+	for k, v := range q {
+		if !sqlurl.Ours(k) && k != "socket" {
+			pass[k] = v
+		}
+	}
+	if q.Has("clientFoundRows") {
+		return nil, fmt.Errorf("%w: mysql URL: clientFoundRows changes the rows-affected counts the Locker reads; leave it out", lease.ErrInvalid)
+	}
+	if v := q.Get("tls"); v != "" {
+		switch v {
+		case "true", "false", "skip-verify", "preferred":
+		default:
+			return nil, fmt.Errorf("%w: tls=%q (want true, false, skip-verify or preferred)", lease.ErrInvalid, v)
+		}
+	}
+	// The DSN parser reads the parameters; the URL gives the rest.
+	cfg, err := mysql.ParseDSN("/?" + pass.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("%w: mysql URL parameters: %v", lease.ErrInvalid, err)
+	}
 	cfg.Logger = &mysql.NopLogger{}
 	if u.User != nil {
 		cfg.User = u.User.Username()
 		cfg.Passwd, _ = u.User.Password()
 	}
-	host := u.Host
-	if host == "" {
-		host = "127.0.0.1"
+	if sock := q.Get("socket"); sock != "" {
+		if !strings.HasPrefix(sock, "/") {
+			return nil, fmt.Errorf("%w: socket=%q is not an absolute path to the server's Unix socket", lease.ErrInvalid, sock)
+		}
+		cfg.Net, cfg.Addr = "unix", sock
+	} else {
+		host := u.Host
+		if host == "" {
+			host = "127.0.0.1"
+		}
+		if _, port, err := net.SplitHostPort(host); err != nil {
+			host = net.JoinHostPort(strings.Trim(host, "[]"), "3306")
+		} else if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return nil, fmt.Errorf("%w: mysql URL: invalid port %q", lease.ErrInvalid, port)
+		}
+		cfg.Net, cfg.Addr = "tcp", host
 	}
-	if _, port, err := net.SplitHostPort(host); err != nil {
-		host = net.JoinHostPort(strings.Trim(host, "[]"), "3306")
-	} else if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-		return nil, fmt.Errorf("%w: mysql URL: invalid port %q", lease.ErrInvalid, port)
-	}
-	cfg.Net = "tcp"
-	cfg.Addr = host
 	cfg.DBName = strings.TrimPrefix(u.Path, "/")
 	if cfg.DBName == "" {
 		return nil, fmt.Errorf("%w: mysql URL names no database (want mysql://user:pass@host:3306/dbname)", lease.ErrInvalid)
 	}
 	cfg.InterpolateParams = true
-	if v := q.Get("tls"); v != "" {
-		switch v {
-		case "true", "false", "skip-verify", "preferred":
-			cfg.TLSConfig = v
-		default:
-			return nil, fmt.Errorf("%w: tls=%q (want true, false, skip-verify or preferred)", lease.ErrInvalid, v)
-		}
-	}
-	if v := q.Get("timeout"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d < 0 {
-			return nil, fmt.Errorf("%w: timeout=%q is not a duration", lease.ErrInvalid, v)
-		}
-		cfg.Timeout = d
-	}
 	return cfg, nil
 }

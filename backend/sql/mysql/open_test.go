@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -35,6 +36,13 @@ func TestURLTranslation(t *testing.T) {
 	if len(cfg.Params) != 0 {
 		t.Errorf("parameters reached the driver: %v", cfg.Params)
 	}
+	u, _ = url.Parse("mysql://app@/prod?socket=/run/mysqld/mysqld.sock&sql_mode=TRADITIONAL&readTimeout=2s")
+	if cfg, err = config(u, u.Query()); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Net != "unix" || cfg.Addr != "/run/mysqld/mysqld.sock" || cfg.Params["sql_mode"] != "TRADITIONAL" || cfg.ReadTimeout != 2*time.Second || !cfg.InterpolateParams {
+		t.Errorf("a socket URL's config = %+v", cfg)
+	}
 }
 
 // TestOpenRefuses checks the URLs Open refuses before connecting.
@@ -42,7 +50,10 @@ func TestOpenRefuses(t *testing.T) {
 	ctx := context.Background()
 	for _, bad := range []string{
 		"mysql://root@127.0.0.1:3306/",
-		"mysql://root@127.0.0.1:3306/test?parseTime=true",
+		"mysql://root@127.0.0.1:3306/test?clientFoundRows=true",
+		"mysql://root@127.0.0.1:3306/test?socket=mysqld.sock",
+		"mysql://root@127.0.0.1:3306/test?maxAllowedPacket=lots",
+		"mysql://root@127.0.0.1:3306/test?timeout=1s&timeout=2s",
 		"mysql://root@127.0.0.1:3306/test?tls=maybe",
 		"mysql://root@127.0.0.1:3306/test?timeout=soon",
 		"mysql://root@127.0.0.1:3306/test?table=no-dash",
@@ -106,5 +117,51 @@ func TestLeaseOpen(t *testing.T) {
 	defer db.Close()
 	if _, err := db.Exec("DROP TABLE IF EXISTS lease_open_test"); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestOpenProductionURLs opens LEASE_TEST_MYSQL with what production DSNs
+// carry (driver settings and a system variable) and, when the server has
+// a Unix socket at /run/mysqld/mysqld.sock, through it; a system variable
+// the server does not know fails Open, naming it.
+func TestOpenProductionURLs(t *testing.T) {
+	raw := testenv.Lookup(t, "LEASE_TEST_MYSQL")
+	ctx := t.Context()
+	base, _ := url.Parse(raw)
+	with := func(u url.URL, kv ...string) string {
+		q := u.Query()
+		for i := 0; i < len(kv); i += 2 {
+			q.Set(kv[i], kv[i+1])
+		}
+		u.RawQuery = q.Encode()
+		return u.String()
+	}
+	urls := []string{with(*base, "table", "lease_prod_url", "readTimeout", "5s", "charset", "utf8mb4", "innodb_lock_wait_timeout", "5")}
+	if _, err := os.Stat("/run/mysqld/mysqld.sock"); err == nil {
+		urls = append(urls, with(*base, "table", "lease_prod_url", "socket", "/run/mysqld/mysqld.sock"))
+	} else {
+		t.Log("no /run/mysqld/mysqld.sock here: the socket is checked by TestURLTranslation only")
+	}
+	for _, u := range urls {
+		l, err := Open(ctx, u)
+		if err != nil {
+			t.Fatalf("Open(%s): %v", u, err)
+		}
+		got, err := l.Acquire(ctx, "prod-url", lease.NewOwner(), time.Minute)
+		if err == nil {
+			err = l.Release(ctx, got)
+		}
+		l.Close()
+		if err != nil {
+			t.Fatalf("Open(%s), then Acquire and Release: %v", u, err)
+		}
+	}
+	l, err := Open(ctx, with(*base, "table", "lease_prod_url", "no_such_variable_xyz", "1"))
+	if err == nil {
+		l.Close()
+		t.Fatal("Open with a system variable the server does not know succeeded")
+	}
+	if !strings.Contains(err.Error(), "no_such_variable_xyz") {
+		t.Fatalf("Open with an unknown system variable: %v; want the error to name it", err)
 	}
 }

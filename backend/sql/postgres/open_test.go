@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"net/url"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -31,11 +32,34 @@ func TestURLTranslation(t *testing.T) {
 	}
 }
 
+// TestURLPassThrough: every parameter that is not the Locker's reaches pgx
+// as in a libpq URL: libpq keywords configure the connection (a Unix
+// socket directory as host), others become run-time settings.
+func TestURLPassThrough(t *testing.T) {
+	u, _ := url.Parse("postgres:///prod?host=/var/run/postgresql&user=app&search_path=jobs,public&statement_timeout=5000&target_session_attrs=read-write&table=x&max_conns=4")
+	cfg, err := config(u, u.Query())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Host != "/var/run/postgresql" || cfg.User != "app" || cfg.Database != "prod" ||
+		cfg.RuntimeParams["search_path"] != "jobs,public" || cfg.RuntimeParams["statement_timeout"] != "5000" || cfg.ValidateConnect == nil {
+		t.Errorf("config = host %q user %q db %q params %v validate %v", cfg.Host, cfg.User, cfg.Database, cfg.RuntimeParams, cfg.ValidateConnect != nil)
+	}
+	for _, k := range []string{"table", "max_conns", "target_session_attrs"} {
+		if _, ok := cfg.RuntimeParams[k]; ok {
+			t.Errorf("%s reached the server as a run-time setting", k)
+		}
+	}
+}
+
 // TestOpenRefuses checks the URLs Open refuses before connecting.
 func TestOpenRefuses(t *testing.T) {
 	ctx := context.Background()
 	for _, bad := range []string{
-		"postgres://u@h/db?pool_max_conns=3",
+		"postgres://u@h/db?pool_max_conns=3&max_conns=4",
+		"postgres://u@h/db?pool_min_conns=3",
+		"postgres://u@h/db?max_conns=0",
+		"postgres://u@h/db?search_path=a&search_path=b",
 		"postgres://u@h/db?table=no-dash",
 		"postgres://u@h/db?table=pg_temp.leases",
 		"postgres://u@h/db?table=pg_temp_4.leases",
@@ -88,5 +112,52 @@ func TestLeaseOpen(t *testing.T) {
 	}
 	if err != nil {
 		t.Error(err)
+	}
+}
+
+// TestOpenProductionURLs opens LEASE_TEST_POSTGRES with the settings a
+// production URL carries (a search_path, a statement_timeout, pgxpool's
+// pool_max_conns) and, when the server has a Unix socket in
+// /var/run/postgresql, through it; a setting the server does not know
+// fails Open, naming it.
+func TestOpenProductionURLs(t *testing.T) {
+	raw := testenv.Lookup(t, "LEASE_TEST_POSTGRES")
+	ctx := t.Context()
+	base, _ := url.Parse(raw)
+	with := func(u url.URL, kv ...string) string {
+		q := u.Query()
+		for i := 0; i < len(kv); i += 2 {
+			q.Set(kv[i], kv[i+1])
+		}
+		u.RawQuery = q.Encode()
+		return u.String()
+	}
+	urls := []string{with(*base, "table", "lease_prod_url", "search_path", "public", "statement_timeout", "5000", "pool_max_conns", "4")}
+	if _, err := os.Stat("/var/run/postgresql/.s.PGSQL.5432"); err == nil {
+		sock := *base
+		sock.Host = ""
+		urls = append(urls, with(sock, "table", "lease_prod_url", "host", "/var/run/postgresql"))
+	}
+	for _, u := range urls {
+		l, err := Open(ctx, u)
+		if err != nil {
+			t.Fatalf("Open(%s): %v", u, err)
+		}
+		got, err := l.Acquire(ctx, "prod-url", lease.NewOwner(), time.Minute)
+		if err == nil {
+			err = l.Release(ctx, got)
+		}
+		l.Close()
+		if err != nil {
+			t.Fatalf("Open(%s), then Acquire and Release: %v", u, err)
+		}
+	}
+	l, err := Open(ctx, with(*base, "table", "lease_prod_url", "no_such_setting_xyz", "1"))
+	if err == nil {
+		l.Close()
+		t.Fatal("Open with a setting the server does not know succeeded")
+	}
+	if !strings.Contains(err.Error(), "no_such_setting_xyz") {
+		t.Fatalf("Open with an unknown setting: %v; want the error to name it", err)
 	}
 }

@@ -20,12 +20,18 @@ import (
 
 func init() { dialect.Register("postgres", "postgresql") }
 
-// driverParams are the URL's query parameters passed on to pgx.
-var driverParams = []string{"sslmode", "sslrootcert", "sslcert", "sslkey", "connect_timeout", "application_name"}
-
+// Every query parameter of the URL but the Locker's own (table,
+// autocreate, max_conns, max_idle_conns; pool_max_conns, pgxpool's name,
+// is max_conns) goes to pgx.ParseConfig as in a libpq URL: libpq's
+// keywords (host=/path/to/socket, sslmode, sslrootcert, connect_timeout,
+// target_session_attrs, ...) configure the connection, and any other is
+// a run-time setting sent to the server at connect (search_path,
+// statement_timeout, application_name, synchronous_commit, ...), which
+// refuses a name it does not know: Open then fails naming it.
 var dialect = sqlurl.Dialect{
 	Dialect:   sqllease.PostgreSQL,
-	Params:    driverParams,
+	PassAll:   true,
+	Aliases:   map[string]string{"pool_max_conns": "max_conns"},
 	Connector: connector,
 	Options:   listenerOption,
 }
@@ -74,14 +80,18 @@ func shouldPing(_ context.Context, p stdlib.ShouldPingParams) bool {
 	return p.IdleDuration > pingAfterIdle
 }
 
-// config keeps the URL's user, password, host and database and only the
-// driver parameters, and lets pgx parse the result.
+// config keeps the URL's user, password, host and database and every
+// parameter that is not the Locker's, and lets pgx parse the result.
 func config(u *url.URL, q url.Values) (*pgx.ConnConfig, error) {
 	out := url.URL{Scheme: "postgres", User: u.User, Host: u.Host, Path: u.Path}
 	pass := url.Values{}
-	for _, k := range driverParams {
-		if v := q.Get(k); v != "" {
-			pass.Set(k, v)
+	for k, v := range q {
+		switch {
+		case sqlurl.Ours(k):
+		case strings.HasPrefix(k, "pool_"):
+			return nil, fmt.Errorf("%w: postgres URL: %s is a pgxpool setting, and lease pools its connections with database/sql: use max_conns and max_idle_conns", lease.ErrInvalid, k)
+		default:
+			pass[k] = v
 		}
 	}
 	out.RawQuery = pass.Encode()

@@ -20,12 +20,33 @@ import (
 )
 
 // Dialect is one dialect package's side of opening a URL.
+// Common are the query parameters of every SQL scheme, which are the
+// Locker's, never the driver's.
+var Common = []string{"table", "autocreate", "max_conns", "max_idle_conns"}
+
+// Ours reports whether k is one of Common.
+func Ours(k string) bool {
+	for _, c := range Common {
+		if c == k {
+			return true
+		}
+	}
+	return false
+}
+
 type Dialect struct {
 	// Dialect is the SQL dialect the connector speaks.
 	Dialect sqllease.Dialect
 	// Params are the query parameters the dialect takes besides the
-	// common ones (table, autocreate, max_conns, max_idle_conns).
+	// common ones (Common).
 	Params []string
+	// PassAll, when set, lets every other parameter through to the
+	// Connector, whose driver judges it (and the server, for run-time
+	// settings), instead of refusing it here. Each must still appear once.
+	PassAll bool
+	// Aliases maps other names of common parameters (pgxpool's
+	// pool_max_conns) to theirs.
+	Aliases map[string]string
 	// Connector turns the URL and its checked query into a connector.
 	// Its errors must not quote the URL, which may hold a password.
 	Connector func(u *url.URL, q url.Values) (sqldriver.Connector, error)
@@ -62,9 +83,27 @@ func parseReason(err error) string {
 // Open opens a Locker for u, which lease.Open or OpenRaw parsed. Options
 // given by the caller come after the URL's, so they win.
 func (d Dialect) Open(ctx context.Context, u *url.URL, opts []sqllease.Option) (*sqllease.Locker, error) {
-	q, err := driver.URLQuery(u, append([]string{"table", "autocreate", "max_conns", "max_idle_conns"}, d.Params...)...)
+	known := append(append([]string{}, Common...), d.Params...)
+	if d.PassAll {
+		// Every parameter is known, but each only once.
+		known = nil
+		raw, _ := url.ParseQuery(u.RawQuery)
+		for k := range raw {
+			known = append(known, k)
+		}
+	}
+	q, err := driver.URLQuery(u, known...)
 	if err != nil {
 		return nil, fmt.Errorf("lease/sql: open: %w", err)
+	}
+	for alias, name := range d.Aliases {
+		if v, ok := q[alias]; ok {
+			if q.Has(name) {
+				return nil, fmt.Errorf("lease/sql: open: %w: %s and %s are the same setting: give one", lease.ErrInvalid, alias, name)
+			}
+			q[name] = v
+			delete(q, alias)
+		}
 	}
 	urlOpts := []sqllease.Option{sqllease.WithDialect(d.Dialect)}
 	if t := q.Get("table"); t != "" {
