@@ -18,8 +18,9 @@ func init() {
 	opener := func(ctx context.Context, u *url.URL) (lease.Locker, error) {
 		return open(ctx, u, nil)
 	}
-	lease.Register("redis", opener)
-	lease.Register("rediss", opener)
+	for _, scheme := range []string{"redis", "rediss", "redis+sentinel", "rediss+sentinel", "redis+cluster", "rediss+cluster"} {
+		lease.Register(scheme, opener)
+	}
 }
 
 // Open connects to the single Redis server of a redis:// or rediss:// (TLS)
@@ -48,11 +49,28 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Locker, error) {
 
 // open is Open for a URL already parsed, by Open or by lease.Open.
 func open(ctx context.Context, u *url.URL, opts []Option) (*Locker, error) {
-	ropts, prefix, err := clientOptions(u)
-	if err != nil {
-		return nil, fmt.Errorf("lease/redis: open: %w", err)
+	var (
+		client redis.UniversalClient
+		prefix *string
+		where  string
+	)
+	switch base, kind := topologyScheme(u.Scheme); {
+	case kind == "sentinel" || kind == "cluster":
+		if base != "redis" && base != "rediss" {
+			return nil, fmt.Errorf("lease/redis: open: %w: URL scheme %q is not redis+%s or rediss+%s", lease.ErrInvalid, u.Scheme, kind, kind)
+		}
+		c, p, err := topologyClient(u, base, kind)
+		if err != nil {
+			return nil, fmt.Errorf("lease/redis: open: %w", err)
+		}
+		client, prefix, where = c, p, kind+" "+u.Host
+	default:
+		ropts, p, err := clientOptions(u)
+		if err != nil {
+			return nil, fmt.Errorf("lease/redis: open: %w", err)
+		}
+		client, prefix, where = redis.NewClient(ropts), p, ropts.Addr
 	}
-	client := redis.NewClient(ropts)
 	if prefix != nil {
 		opts = append([]Option{WithPrefix(*prefix)}, opts...)
 	}
@@ -63,7 +81,7 @@ func open(ctx context.Context, u *url.URL, opts []Option) (*Locker, error) {
 	}
 	if err := l.s.loadScripts(ctx); err != nil {
 		_ = client.Close()
-		return nil, fmt.Errorf("lease/redis: open: load scripts on %s: %w", ropts.Addr, callErr(ctx, err))
+		return nil, fmt.Errorf("lease/redis: open: load scripts on %s: %w", where, callErr(ctx, err))
 	}
 	return l, nil
 }
