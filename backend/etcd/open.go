@@ -22,13 +22,15 @@ import (
 const DefaultDialTimeout = 5 * time.Second
 
 func init() {
-	lease.Register("etcd", func(ctx context.Context, u *url.URL) (lease.Locker, error) {
+	opener := func(ctx context.Context, u *url.URL) (lease.Locker, error) {
 		l, err := open(ctx, u)
 		if err != nil {
 			return nil, err
 		}
 		return l, nil
-	})
+	}
+	lease.Register("etcd", opener)
+	lease.Register("etcds", opener)
 }
 
 // Open returns a Locker on the etcd cluster named by rawURL,
@@ -141,11 +143,19 @@ func ping(ctx context.Context, client *clientv3.Client, cfg clientv3.Config, pre
 // config turns an etcd:// URL into a client configuration and Locker
 // options. Its errors never quote the URL's user information.
 func config(u *url.URL) (clientv3.Config, []Option, error) {
-	if !strings.EqualFold(u.Scheme, "etcd") {
-		return clientv3.Config{}, nil, fmt.Errorf("%w: scheme %q is not etcd", lease.ErrInvalid, u.Scheme)
+	secure := strings.EqualFold(u.Scheme, "etcds")
+	if !secure && !strings.EqualFold(u.Scheme, "etcd") {
+		return clientv3.Config{}, nil, fmt.Errorf("%w: scheme %q is not etcd or etcds", lease.ErrInvalid, u.Scheme)
 	}
-	q, err := driver.URLQuery(u, "prefix", "dial_timeout")
+	known := []string{"prefix", "dial_timeout"}
+	if secure {
+		known = append(known, tlsParams...)
+	}
+	q, err := driver.URLQuery(u, known...)
 	if err != nil {
+		if !secure && hasAny(u, tlsParams) {
+			return clientv3.Config{}, nil, fmt.Errorf("%w: etcd URL: %s are for TLS: use an etcds:// URL", lease.ErrInvalid, strings.Join(tlsParams, ", "))
+		}
 		return clientv3.Config{}, nil, err
 	}
 	if u.Opaque != "" || (u.Path != "" && u.Path != "/") {
@@ -179,6 +189,11 @@ func config(u *url.URL) (clientv3.Config, []Option, error) {
 			return clientv3.Config{}, nil, fmt.Errorf("%w: etcd URL: dial_timeout %q is not a positive duration such as 5s", lease.ErrInvalid, v[0])
 		}
 		cfg.DialTimeout = d
+	}
+	if secure {
+		if cfg.TLS, err = tlsConfig(q); err != nil {
+			return clientv3.Config{}, nil, err
+		}
 	}
 	var opts []Option
 	if v, ok := q["prefix"]; ok {
