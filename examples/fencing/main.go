@@ -34,6 +34,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log"
@@ -49,13 +50,16 @@ import (
 	_ "modernc.org/sqlite"             // database/sql driver "sqlite"
 
 	"github.com/leasekit/lease"
+	_ "github.com/leasekit/lease/backend/all" // the stores --backend may name
 	sqllease "github.com/leasekit/lease/backend/sql"
 	"github.com/leasekit/lease/fence"
 	"github.com/leasekit/lease/fence/sqlfence"
 )
 
 func main() {
-	if err := run(context.Background(), os.Getenv("FENCING_POSTGRES"), os.Stdout); err != nil {
+	backend := flag.String("backend", os.Getenv("LEASE_BACKEND"), "the lease store's URL (any lease.Open URL, e.g. mem:// or redis://127.0.0.1:6379); default: the SQL database of the fences")
+	flag.Parse()
+	if err := run(context.Background(), os.Getenv("FENCING_POSTGRES"), *backend, os.Stdout); err != nil {
 		log.Fatal(err)
 	}
 }
@@ -76,9 +80,11 @@ type world struct {
 }
 
 // run tells the story twice, for SQL and for HTTP, on a SQLite file, or
-// on PostgreSQL when postgresURL is not empty.
-func run(ctx context.Context, postgresURL string, out io.Writer) (err error) {
-	w, cleanup, err := open(ctx, postgresURL, out)
+// on PostgreSQL when postgresURL is not empty. The leases live there too,
+// or in the store at leaseURL when it is not empty: the fences only
+// compare tokens, wherever they come from.
+func run(ctx context.Context, postgresURL, leaseURL string, out io.Writer) (err error) {
+	w, cleanup, err := open(ctx, postgresURL, leaseURL, out)
 	if err != nil {
 		return err
 	}
@@ -257,7 +263,7 @@ func serve(w *world) (*http.Server, string, error) {
 
 // open opens the database and makes the lease store, the fence and the
 // tables; cleanup drops what it made.
-func open(ctx context.Context, postgresURL string, out io.Writer) (w *world, cleanup func() error, err error) {
+func open(ctx context.Context, postgresURL, leaseURL string, out io.Writer) (w *world, cleanup func() error, err error) {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	suffix := ""
@@ -301,7 +307,12 @@ func open(ctx context.Context, postgresURL string, out io.Writer) (w *world, cle
 			return fail(err)
 		}
 	}
-	if w.locker, err = sqllease.New(db, sqllease.WithTable("fencing_leases"+suffix)); err != nil {
+	if leaseURL != "" {
+		w.locker, err = lease.Open(ctx, leaseURL)
+	} else {
+		w.locker, err = sqllease.New(db, sqllease.WithTable("fencing_leases"+suffix))
+	}
+	if err != nil {
 		return fail(err)
 	}
 	if w.fence, err = sqlfence.New(ctx, db, sqlfence.WithTable("fencing_fences"+suffix)); err != nil {

@@ -31,8 +31,12 @@ var want = []string{
 }
 
 func check(t *testing.T, postgresURL string) {
+	checkWith(t, postgresURL, "")
+}
+
+func checkWith(t *testing.T, postgresURL, leaseURL string) {
 	var out strings.Builder
-	if err := run(context.Background(), postgresURL, &out); err != nil {
+	if err := run(context.Background(), postgresURL, leaseURL, &out); err != nil {
 		t.Fatalf("run: %v\n%s", err, out.String())
 	}
 	for _, w := range want {
@@ -40,6 +44,12 @@ func check(t *testing.T, postgresURL string) {
 			t.Errorf("output lacks %q:\n%s", w, out.String())
 		}
 	}
+}
+
+// TestRunWithAnotherLeaseStore runs the example with its leases in the
+// memory store (--backend mem://) and its fences and data in SQLite.
+func TestRunWithAnotherLeaseStore(t *testing.T) {
+	checkWith(t, "", "mem://")
 }
 
 // TestRun runs the example on a SQLite file.

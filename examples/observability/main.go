@@ -1,7 +1,8 @@
 // Command observability shows what otellease records, as Prometheus
 // scrapes it.
 //
-// It wraps a memory Locker with otellease, sends the metrics through the
+// It wraps a Locker (memory by default; -backend URL for another store)
+// with otellease, sends the metrics through the
 // OpenTelemetry SDK to a Prometheus registry (the OTel Prometheus
 // exporter), and plays a few minutes of a service's life in a second or
 // two: three instances race for a nightly report (one runs it, renewing
@@ -34,15 +35,16 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/leasekit/lease"
-	"github.com/leasekit/lease/backend/memory"
+	_ "github.com/leasekit/lease/backend/all" // the stores --backend may name
 	"github.com/leasekit/lease/otellease"
 )
 
 func main() {
 	listen := flag.String("listen", "", "after the demo, serve /metrics on this address (e.g. :9464) until killed")
+	backend := flag.String("backend", envOr("LEASE_BACKEND", "mem://"), "the lease store's URL (any lease.Open URL: mem://, redis://127.0.0.1:6379, ...)")
 	flag.Parse()
 	reg := prometheus.NewRegistry()
-	if err := run(context.Background(), reg, os.Stdout); err != nil {
+	if err := run(context.Background(), *backend, reg, os.Stdout); err != nil {
 		log.Fatal(err)
 	}
 	if *listen != "" {
@@ -52,9 +54,18 @@ func main() {
 	}
 }
 
-// run plays the scenario on a wrapped memory Locker whose metrics go to
-// reg, and prints the lease_ lines of a scrape of reg to out.
-func run(ctx context.Context, reg *prometheus.Registry, out io.Writer) error {
+// envOr is $name, or def when it is unset or empty.
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// run plays the scenario on a wrapped Locker of the store at backend whose
+// metrics go to reg, and prints the lease_ lines of a scrape of reg to
+// out.
+func run(ctx context.Context, backend string, reg *prometheus.Registry, out io.Writer) error {
 	// The OTel side: an SDK meter provider whose reader is the Prometheus
 	// exporter, registered with reg. Target and scope info are left out
 	// to keep the picture small.
@@ -66,9 +77,13 @@ func run(ctx context.Context, reg *prometheus.Registry, out io.Writer) error {
 	defer mp.Shutdown(context.Background())
 
 	// The one line a program adds: wrap the Locker where it is made.
-	store := memory.New()
+	store, err := lease.Open(ctx, backend)
+	if err != nil {
+		return err
+	}
 	locker, err := otellease.Wrap(store, otellease.WithMeterProvider(mp))
 	if err != nil {
+		store.Close()
 		return err
 	}
 	defer locker.Close()

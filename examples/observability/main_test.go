@@ -13,7 +13,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestRun(t *testing.T) {
 	var out strings.Builder
-	if err := run(context.Background(), prometheus.NewRegistry(), &out); err != nil {
+	if err := run(context.Background(), "mem://", prometheus.NewRegistry(), &out); err != nil {
 		t.Fatalf("run: %v\n%s", err, out.String())
 	}
 	scrape := out.String()
