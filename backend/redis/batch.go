@@ -54,6 +54,7 @@ func (s *store) renewPipeline(ctx context.Context, items []driver.RenewItem, out
 		keys[i] = []string{leaseKey}
 		args[i] = []any{it.Tenure.Name, it.Tenure.Owner, strconv.FormatUint(it.Tenure.Token, 10), ms[i]}
 	}
+	var ackErr error // WithReplicaAck's verdict on the last pipeline
 	run := func(idx []int, eval bool) []*redis.Cmd {
 		pipe := s.client.Pipeline()
 		cmds := make([]*redis.Cmd, len(idx))
@@ -64,7 +65,9 @@ func (s *store) renewPipeline(ctx context.Context, items []driver.RenewItem, out
 				cmds[k] = renewScript.EvalSha(ctx, pipe, keys[i], args[i]...)
 			}
 		}
-		_, _ = pipe.Exec(ctx) // each command keeps its own error
+		wait := s.wait(ctx, pipe) // after every write of the pipeline
+		_, _ = pipe.Exec(ctx)     // each command keeps its own error
+		ackErr = s.acknowledged(wait)
 		return cmds
 	}
 
@@ -81,6 +84,9 @@ func (s *store) renewPipeline(ctx context.Context, items []driver.RenewItem, out
 		switch {
 		case err == nil:
 			out[i].Tenure, out[i].OK, out[i].Err = renewReply(cmd.Val(), items[i].Tenure.Name, ms[i])
+			if out[i].OK && ackErr != nil {
+				out[i] = driver.RenewOutcome{Err: ackErr}
+			}
 		case redis.HasErrorPrefix(err, "NOSCRIPT"):
 			noscript = append(noscript, i)
 		default:
@@ -104,6 +110,9 @@ func (s *store) renewPipeline(ctx context.Context, items []driver.RenewItem, out
 				continue
 			}
 			out[i].Tenure, out[i].OK, out[i].Err = renewReply(cmd.Val(), items[i].Tenure.Name, ms[i])
+			if out[i].OK && ackErr != nil {
+				out[i] = driver.RenewOutcome{Err: ackErr}
+			}
 		}
 	}
 	return nil

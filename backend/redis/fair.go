@@ -24,7 +24,7 @@ func (s *store) AcquireQueued(ctx context.Context, name, owner string, ttl, plac
 	base := s.keyBase(name)
 	ms := ttlMillis(ttl)
 	keys := []string{base + leaseSuffix, base + tokenSuffix, base + queueSuffix, base + placesSuffix}
-	v, err := fairScript.Run(ctx, s.client, keys, name, owner, ms, ttlMillis(place)).Result()
+	v, err := s.runScript(ctx, fairScript, keys, name, owner, ms, ttlMillis(place))
 	if err != nil {
 		return driver.Tenure{}, callErr(ctx, err)
 	}

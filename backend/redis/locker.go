@@ -42,6 +42,9 @@ type Option func(*options) error
 
 type options struct {
 	prefix string
+	// replicas and replicaTimeout are WithReplicaAck's.
+	replicas       int
+	replicaTimeout time.Duration
 }
 
 // WithPrefix puts prefix before every key the Locker uses (DefaultPrefix,
@@ -114,7 +117,13 @@ func newLocker(client redis.UniversalClient, owned bool, opts []Option) (*Locker
 			return nil, fmt.Errorf("lease/redis: %w", err)
 		}
 	}
-	s := &store{client: client, owned: owned, prefix: o.prefix}
+	if o.replicas > 0 {
+		switch client.(type) {
+		case *redis.ClusterClient, *redis.Ring:
+			return nil, fmt.Errorf("lease/redis: %w: WithReplicaAck needs a client of one master (a plain or Sentinel client): a %T's pipelines do not keep WAIT with the writes it waits for", lease.ErrInvalid, client)
+		}
+	}
+	s := &store{client: client, owned: owned, prefix: o.prefix, replicas: o.replicas, replicaTimeout: o.replicaTimeout}
 	return &Locker{base: driver.NewLocker("redis", s), s: s}, nil
 }
 
@@ -137,7 +146,11 @@ type store struct {
 	client redis.UniversalClient
 	owned  bool // Close closes client: Open made it
 	prefix string
-	subs   subs // the Watches' pub/sub connection (watch.go)
+	// replicas, when above 0, is how many replicas must acknowledge each
+	// Acquire and Renew within replicaTimeout (WithReplicaAck).
+	replicas       int
+	replicaTimeout time.Duration
+	subs           subs // the Watches' pub/sub connection (watch.go)
 }
 
 var (

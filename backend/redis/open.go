@@ -50,9 +50,9 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Locker, error) {
 // open is Open for a URL already parsed, by Open or by lease.Open.
 func open(ctx context.Context, u *url.URL, opts []Option) (*Locker, error) {
 	var (
-		client redis.UniversalClient
-		prefix *string
-		where  string
+		client  redis.UniversalClient
+		urlOpts []Option
+		where   string
 	)
 	switch base, kind := topologyScheme(u.Scheme); {
 	case kind == "sentinel" || kind == "cluster":
@@ -63,17 +63,15 @@ func open(ctx context.Context, u *url.URL, opts []Option) (*Locker, error) {
 		if err != nil {
 			return nil, fmt.Errorf("lease/redis: open: %w", err)
 		}
-		client, prefix, where = c, p, kind+" "+u.Host
+		client, urlOpts, where = c, p, kind+" "+u.Host
 	default:
 		ropts, p, err := clientOptions(u)
 		if err != nil {
 			return nil, fmt.Errorf("lease/redis: open: %w", err)
 		}
-		client, prefix, where = redis.NewClient(ropts), p, ropts.Addr
+		client, urlOpts, where = redis.NewClient(ropts), p, ropts.Addr
 	}
-	if prefix != nil {
-		opts = append([]Option{WithPrefix(*prefix)}, opts...)
-	}
+	opts = append(urlOpts, opts...)
 	l, err := newLocker(client, true, opts)
 	if err != nil {
 		_ = client.Close()
@@ -100,12 +98,13 @@ func (s *store) loadScripts(ctx context.Context) error {
 }
 
 // clientOptions turns a redis:// or rediss:// URL into go-redis options,
-// and returns the URL's prefix parameter when it has one. It reads the URL
+// and returns the Options its own parameters ask for (prefix,
+// wait_replicas, wait_timeout). It reads the URL
 // as redis.ParseURL does (user, password, host, port 6379 by default,
 // database number as the path, the same query parameters), but parses
 // nothing twice, refuses what go-redis would silently ignore, and never
 // puts the password in an error.
-func clientOptions(u *url.URL) (*redis.Options, *string, error) {
+func clientOptions(u *url.URL) (*redis.Options, []Option, error) {
 	scheme := strings.ToLower(u.Scheme)
 	if scheme != "redis" && scheme != "rediss" {
 		return nil, nil, fmt.Errorf("%w: URL scheme %q is not redis or rediss", lease.ErrInvalid, u.Scheme)
@@ -153,20 +152,33 @@ func clientOptions(u *url.URL) (*redis.Options, *string, error) {
 	if scheme == "rediss" {
 		o.TLSConfig = &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}
 	}
-	q, err := driver.URLQuery(u, append([]string{"prefix"}, redisParams...)...)
+	q, err := driver.URLQuery(u, append([]string{"prefix", "wait_replicas", "wait_timeout"}, redisParams...)...)
 	if err != nil {
 		return nil, nil, err
 	}
-	var prefix *string
+	var opts []Option
 	if q.Has("prefix") {
 		p := q.Get("prefix")
 		if err := checkPrefix(p); err != nil {
 			return nil, nil, fmt.Errorf("%w: query parameter prefix: %v", lease.ErrInvalid, err)
 		}
-		prefix = &p
+		opts = append(opts, WithPrefix(p))
+	}
+	if q.Has("wait_replicas") || q.Has("wait_timeout") {
+		n, err := intParam("wait_replicas", q.Get("wait_replicas"), 1, 1<<16)
+		if err != nil {
+			return nil, nil, err
+		}
+		d := defaultReplicaTimeout
+		if q.Has("wait_timeout") {
+			if d, err = durationParam("wait_timeout", q.Get("wait_timeout")); err != nil {
+				return nil, nil, err
+			}
+		}
+		opts = append(opts, WithReplicaAck(n, d))
 	}
 	if err := applyParams(o, scheme, q); err != nil {
 		return nil, nil, err
 	}
-	return o, prefix, nil
+	return o, opts, nil
 }

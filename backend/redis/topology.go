@@ -30,7 +30,7 @@ var topologyParams = []string{"master_name", "sentinel_username", "sentinel_pass
 
 // topologyClient opens the client of a redis+sentinel or redis+cluster
 // URL (kind "sentinel" or "cluster"; base "redis" or "rediss").
-func topologyClient(u *url.URL, base, kind string) (redis.UniversalClient, *string, error) {
+func topologyClient(u *url.URL, base, kind string) (redis.UniversalClient, []Option, error) {
 	if u.Opaque != "" || u.Host == "" {
 		return nil, nil, fmt.Errorf("%w: %s URL names no hosts (want %s://host:port[,host:port...])", lease.ErrInvalid, u.Scheme, u.Scheme)
 	}
@@ -67,7 +67,7 @@ func topologyClient(u *url.URL, base, kind string) (redis.UniversalClient, *stri
 	// The rest is a redis:// URL's, checked and applied by clientOptions.
 	one := *u
 	one.Scheme, one.Host, one.RawQuery = base, addrs[0], q.Encode()
-	o, prefix, err := clientOptions(&one)
+	o, opts, err := clientOptions(&one)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -82,7 +82,7 @@ func topologyClient(u *url.URL, base, kind string) (redis.UniversalClient, *stri
 			PoolSize: o.PoolSize, PoolTimeout: o.PoolTimeout, MinIdleConns: o.MinIdleConns, MaxIdleConns: o.MaxIdleConns,
 			ConnMaxIdleTime: o.ConnMaxIdleTime, ConnMaxLifetime: o.ConnMaxLifetime,
 			ContextTimeoutEnabled: true,
-		}), prefix, nil
+		}), opts, nil
 	}
 	if extra["master_name"] == "" {
 		return nil, nil, fmt.Errorf("%w: %s URL needs master_name=NAME, the master the Sentinels watch", lease.ErrInvalid, u.Scheme)
@@ -96,7 +96,7 @@ func topologyClient(u *url.URL, base, kind string) (redis.UniversalClient, *stri
 		PoolSize: o.PoolSize, PoolTimeout: o.PoolTimeout, MinIdleConns: o.MinIdleConns, MaxIdleConns: o.MaxIdleConns,
 		ConnMaxIdleTime: o.ConnMaxIdleTime, ConnMaxLifetime: o.ConnMaxLifetime,
 		ContextTimeoutEnabled: true,
-	}), prefix, nil
+	}), opts, nil
 }
 
 // topologyScheme splits "redis+sentinel" into "redis" and "sentinel"; kind
