@@ -17,6 +17,7 @@ import (
 	"github.com/leasekit/lease"
 	sqllease "github.com/leasekit/lease/backend/sql"
 	"github.com/leasekit/lease/driver"
+	"github.com/leasekit/lease/internal/redact"
 )
 
 // Dialect is one dialect package's side of opening a URL.
@@ -60,7 +61,7 @@ type Dialect struct {
 func (d Dialect) OpenRaw(ctx context.Context, rawURL string, opts []sqllease.Option) (*sqllease.Locker, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("lease/sql: open: %w: URL %s does not parse: %s", lease.ErrInvalid, driver.Redact(rawURL), parseReason(err))
+		return nil, fmt.Errorf("lease/sql: open: %w: URL %s does not parse: %s%s", lease.ErrInvalid, driver.Redact(rawURL), parseReason(err), redact.DSNHint(rawURL))
 	}
 	return d.Open(ctx, u, opts)
 }
