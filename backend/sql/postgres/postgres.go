@@ -27,7 +27,10 @@ func init() { dialect.Register("postgres", "postgresql") }
 // target_session_attrs, ...) configure the connection, and any other is
 // a run-time setting sent to the server at connect (search_path,
 // statement_timeout, application_name, synchronous_commit, ...), which
-// refuses a name it does not know: Open then fails naming it.
+// refuses a name it does not know or a bad value: Open then fails with an
+// error matching lease.ErrInvalid that names it. A search_path may name
+// pg_temp: the Locker asks the catalog where its table resolved and
+// refuses a temporary one, and names it with its schema after that.
 var dialect = sqlurl.Dialect{
 	Dialect:   sqllease.PostgreSQL,
 	PassAll:   true,
@@ -62,7 +65,40 @@ func connector(u *url.URL, q url.Values) (sqldriver.Connector, error) {
 	if err != nil {
 		return nil, err
 	}
-	return stdlib.GetConnector(*cfg, stdlib.OptionShouldPing(shouldPing)), nil
+	return settingsConnector{stdlib.GetConnector(*cfg, stdlib.OptionShouldPing(shouldPing))}, nil
+}
+
+// settingsConnector is pgx's connector, whose Connect fails with an error
+// matching lease.ErrInvalid when the server refuses a run-time setting
+// of the URL at connect (pgx sends every parameter it does not know
+// itself as one): no connection of the URL can succeed, and the server's
+// error names the setting.
+type settingsConnector struct{ sqldriver.Connector }
+
+func (c settingsConnector) Connect(ctx context.Context) (sqldriver.Conn, error) {
+	conn, err := c.Connector.Connect(ctx)
+	if err != nil && refusedSetting(err) {
+		return nil, fmt.Errorf("%w: postgres URL: the server refused a run-time setting of the URL: %w", lease.ErrInvalid, err)
+	}
+	return conn, err
+}
+
+// refusedSetting reports whether err is the server refusing a run-time
+// parameter of the startup message: one it does not know (42704), a bad
+// value (22023), one that cannot be set at connect (55P02), or one the
+// user may not set (42501, "permission denied to set parameter").
+func refusedSetting(err error) bool {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		return false
+	}
+	switch pe.Code {
+	case "42704", "22023", "55P02":
+		return true
+	case "42501":
+		return strings.Contains(pe.Message, "parameter")
+	}
+	return false
 }
 
 // pingAfterIdle is how long a connection must have been idle before the
@@ -113,8 +149,14 @@ func parseError(err error, u *url.URL) string {
 		c.ConnString = ""
 		msg = strings.TrimPrefix(c.Error(), "cannot parse ``: ")
 	}
-	if pw, ok := u.User.Password(); ok && pw != "" && strings.Contains(msg, pw) {
-		return "pgx refused the connection settings (its message quoted the password, so it is withheld)"
+	secrets := u.Query()["password"]
+	if pw, ok := u.User.Password(); ok {
+		secrets = append(secrets, pw)
+	}
+	for _, pw := range secrets {
+		if pw != "" && strings.Contains(msg, pw) {
+			return "pgx refused the connection settings (its message quoted the password, so it is withheld)"
+		}
 	}
 	return msg
 }
