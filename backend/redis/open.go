@@ -153,6 +153,9 @@ func clientOptions(u *url.URL) (*redis.Options, *string, error) {
 	if scheme == "rediss" {
 		o.TLSConfig = &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}
 	}
+	if err := topologyHint(u); err != nil {
+		return nil, nil, err
+	}
 	q, err := driver.URLQuery(u, append([]string{"prefix"}, redisParams...)...)
 	if err != nil {
 		return nil, nil, err
@@ -169,4 +172,21 @@ func clientOptions(u *url.URL) (*redis.Options, *string, error) {
 		return nil, nil, err
 	}
 	return o, prefix, nil
+}
+
+// topologyHint is the error for a parameter that only a Sentinel or
+// Cluster URL has, or that go-redis's ParseFailoverURL and
+// ParseClusterURL take (addr, master_name, and the userinfo that means
+// the Sentinels' there), in a URL that reached clientOptions; nil if u has
+// none. Lockers take those servers by their own schemes, whose hosts are
+// listed in the URL's host.
+func topologyHint(u *url.URL) error {
+	q := u.Query()
+	switch {
+	case q.Has("addr"):
+		return fmt.Errorf("%w: %s URL: addr= lists more servers, as go-redis's ParseClusterURL and ParseFailoverURL take them; here every server goes in the URL's host, separated by commas: %s+cluster://h1:7000,h2:7001 for a Redis Cluster, %s+sentinel://h1:26379,h2:26379/0?master_name=NAME for Sentinels", lease.ErrInvalid, u.Scheme, u.Scheme, u.Scheme)
+	case q.Has("master_name"), q.Has("sentinel_username"), q.Has("sentinel_password"):
+		return fmt.Errorf("%w: %s URL: master_name and the sentinel_ parameters are for Sentinels: write %s+sentinel://h1:26379,h2:26379/0?master_name=NAME (the user information there is the master's; sentinel_username and sentinel_password the Sentinels')", lease.ErrInvalid, u.Scheme, u.Scheme)
+	}
+	return nil
 }
