@@ -36,6 +36,21 @@ func init() {
 // script cache within ctx, so it fails early, by ctx's deadline, when the
 // server cannot be reached or does not answer, and the first operations
 // take one round trip each.
+//
+// Open also takes a Redis behind Sentinels, or a Redis Cluster:
+//
+//	redis+sentinel://[user:password@]h1:26379,h2:26379/0?master_name=mymaster[&sentinel_username=U&sentinel_password=P]
+//	redis+cluster://[user:password@]h1:7000,h2:7001
+//
+// (rediss+sentinel, rediss+cluster for TLS). A Sentinel URL opens a
+// go-redis FailoverClient that follows the master the Sentinels name; its
+// user and password are the master's, sentinel_username and
+// sentinel_password the Sentinels'. A Cluster URL opens a ClusterClient;
+// one node is enough to find the others, and its database is 0. Both
+// take the redis:// parameters, and their clients follow context
+// deadlines too. go-redis's own forms (ParseFailoverURL's and
+// ParseClusterURL's addr=, master_name on a redis:// URL) are refused
+// with an error showing these.
 func Open(ctx context.Context, rawURL string, opts ...Option) (*Locker, error) {
 	u, err := driver.ParseURL(rawURL)
 	if err != nil {
