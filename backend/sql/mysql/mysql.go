@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -30,10 +31,14 @@ func init() {
 // preferred, or a name given to mysql.RegisterTLSConfig), timeout,
 // readTimeout, charset, collation, loc, parseTime, ... configure the
 // connection, and any other is a system variable set at connect
-// (sql_mode, time_zone, innodb_lock_wait_timeout, ...). The server
-// refuses a variable it does not know, or a bad value: Open then fails
-// with an error matching lease.ErrInvalid that names it. Refused before
-// connecting, as the Locker cannot work with them: clientFoundRows
+// (sql_mode, time_zone, innodb_lock_wait_timeout, ...), as SET name =
+// value with the value as written: quote a string that is not a plain
+// word, and escape a '+', which a URL query reads as a space
+// (time_zone='%2B00:00'). The server refuses a variable it does not know,
+// or a bad value: Open then fails with an error matching lease.ErrInvalid
+// that names it. Refused the same way before connecting: a name no
+// system variable can have, a misspelling of the Locker's own parameters
+// (tabel, maxConns), and, as the Locker cannot work with them: clientFoundRows
 // (changes the counts it reads), autocommit other than 1 (its writes
 // would never commit), password= (the driver would SET PASSWORD), and
 // character sets in which escaping is unsafe (big5, sjis, cp932, gbk,
@@ -50,6 +55,11 @@ var dialect = sqlurl.Dialect{
 	PassAll:   true,
 	Connector: connector,
 }
+
+// variableName matches the name of a system variable (and of a MySQL 8
+// component's, validate_password.length); go-sql-driver writes the name
+// into its SET statement as it is.
+var variableName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$`)
 
 // Open opens a pool for a mysql:// URL and returns a Locker that owns it
 // (Close closes it), after checking, within ctx, that the server answers
@@ -144,6 +154,11 @@ func config(u *url.URL, q url.Values) (*mysql.Config, error) {
 			return nil, fmt.Errorf("%w: mysql URL: tls=%q is not true, false, skip-verify, preferred or a name given to mysql.RegisterTLSConfig", lease.ErrInvalid, v)
 		}
 		return nil, fmt.Errorf("%w: mysql URL parameters: %v", lease.ErrInvalid, err)
+	}
+	for k := range cfg.Params {
+		if !variableName.MatchString(k) {
+			return nil, fmt.Errorf("%w: mysql URL: unknown query parameter %q: not a go-sql-driver setting, nor a system variable's name", lease.ErrInvalid, k)
+		}
 	}
 	cfg.Logger = &mysql.NopLogger{}
 	if u.User != nil {
