@@ -56,14 +56,19 @@ func Schemes() []string {
 // schemeHints names the package that registers each scheme of this module,
 // for the error of an Open whose backend was not imported.
 var schemeHints = map[string]string{
-	"mem":        "github.com/leasekit/lease/backend/memory",
-	"sqlite":     "github.com/leasekit/lease/backend/sql/sqlite",
-	"postgres":   "github.com/leasekit/lease/backend/sql/postgres",
-	"postgresql": "github.com/leasekit/lease/backend/sql/postgres",
-	"mysql":      "github.com/leasekit/lease/backend/sql/mysql",
-	"redis":      "github.com/leasekit/lease/backend/redis",
-	"rediss":     "github.com/leasekit/lease/backend/redis",
-	"etcd":       "github.com/leasekit/lease/backend/etcd",
+	"mem":             "github.com/leasekit/lease/backend/memory",
+	"sqlite":          "github.com/leasekit/lease/backend/sql/sqlite",
+	"postgres":        "github.com/leasekit/lease/backend/sql/postgres",
+	"postgresql":      "github.com/leasekit/lease/backend/sql/postgres",
+	"mysql":           "github.com/leasekit/lease/backend/sql/mysql",
+	"redis":           "github.com/leasekit/lease/backend/redis",
+	"rediss":          "github.com/leasekit/lease/backend/redis",
+	"redis+sentinel":  "github.com/leasekit/lease/backend/redis",
+	"rediss+sentinel": "github.com/leasekit/lease/backend/redis",
+	"redis+cluster":   "github.com/leasekit/lease/backend/redis",
+	"rediss+cluster":  "github.com/leasekit/lease/backend/redis",
+	"etcd":            "github.com/leasekit/lease/backend/etcd",
+	"etcds":           "github.com/leasekit/lease/backend/etcd",
 }
 
 // Open opens a Locker for a URL, picking the backend by scheme:
@@ -73,20 +78,25 @@ var schemeHints = map[string]string{
 //	postgres://user@host/db        PostgreSQL (backend/sql/postgres)
 //	mysql://user:pass@host/db      MySQL or MariaDB (backend/sql/mysql)
 //	redis://host:6379/0            Redis (backend/redis)
-//	etcd://host:2379,host:2379     etcd (backend/etcd)
+//	redis+sentinel://h:26379,h:26379/0?master_name=M  Redis by its Sentinels
+//	redis+cluster://h:7000,h:7001  a Redis Cluster
+//	etcd://host:2379,host:2379     etcd (backend/etcd; etcds:// for TLS)
 //
 // The backend's package must be imported (for its side effect, or through
 // github.com/leasekit/lease/backend/all); an unknown scheme's error names
-// the import that is probably missing. Options are query parameters,
-// listed in the README; an unknown one is an error. Close the returned
-// Locker to close what Open opened.
+// the import that is probably missing. An address without a scheme
+// ("localhost:5432", "127.0.0.1:6379/0") is refused with an error that
+// shows it as a URL, by its port where the port says which store it is.
+// Options are query parameters, listed in the README; an unknown one is an
+// error. No error of Open shows a password. Close the returned Locker to
+// close what Open opened.
 func Open(ctx context.Context, rawURL string) (Locker, error) {
-	if hostPort.MatchString(rawURL) {
-		return nil, fmt.Errorf("%w: backend %q is a host and port, not a URL: name the store, e.g. redis://%s, postgres://user@%s/db or etcd://%s", ErrInvalid, rawURL, rawURL, rawURL, rawURL)
+	if err := noScheme(rawURL); err != nil {
+		return nil, err
 	}
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("%w: backend URL %s does not parse: %v", ErrInvalid, redact.URL(rawURL), redact.ParseError(err))
+		return nil, fmt.Errorf("%w: backend URL %s does not parse: %v%s", ErrInvalid, redact.URL(rawURL), redact.ParseError(err), redact.DSNHint(rawURL))
 	}
 	if u.Scheme == "" {
 		return nil, fmt.Errorf("%w: backend URL %q has no scheme (want e.g. sqlite:///path/lease.db or redis://host:6379)", ErrInvalid, redact.URL(rawURL))
@@ -108,6 +118,58 @@ func Open(ctx context.Context, rawURL string) (Locker, error) {
 	return l, nil
 }
 
-// hostPort matches "127.0.0.1:6379", "localhost:5432" and "[::1]:2379":
-// an address given where a URL was wanted.
-var hostPort = regexp.MustCompile(`^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):[0-9]+$`)
+// address matches an address given where a URL was wanted, with what
+// usually comes with it: "127.0.0.1:6379", "localhost:5432/app",
+// "app:secret@db:3306/app", "[::1]:2379". Its groups are the user
+// information with its '@', the host, the port, and the path and query.
+// url.Parse reads such a string as a URL whose scheme is its host or user
+// name ("unknown backend scheme localhost"), or refuses it.
+var address = regexp.MustCompile(`^([^/?#]*@)?(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):([0-9]{1,5})([/?].*)?$`)
+
+// schemeByPort is the scheme of a server's usual port, for the error of
+// an address given without one.
+var schemeByPort = map[string]string{
+	"5432":  "postgres",
+	"3306":  "mysql",
+	"6379":  "redis",
+	"6380":  "rediss",
+	"26379": "redis+sentinel",
+	"2379":  "etcd",
+}
+
+// noScheme returns an error matching ErrInvalid that shows the URL form
+// when rawURL is an address without a scheme, and nil otherwise. The
+// error masks any password rawURL holds.
+func noScheme(rawURL string) error {
+	if strings.Contains(rawURL, "://") {
+		return nil
+	}
+	m := address.FindStringSubmatch(rawURL)
+	if m == nil {
+		return nil
+	}
+	// url.Parse has no scheme to read the user information by, so mask
+	// it as one with a scheme would be.
+	shown := func(scheme, suffix string) string {
+		rest := m[4]
+		if rest == "" {
+			rest = suffix
+		}
+		return redact.URL(scheme + "://" + m[1] + m[2] + ":" + m[3] + rest)
+	}
+	given := strings.TrimPrefix(shown("x", ""), "x://")
+	var forms []string
+	switch scheme := schemeByPort[m[3]]; scheme {
+	case "postgres", "mysql":
+		forms = []string{shown(scheme, "/db")}
+	case "redis", "rediss":
+		forms = []string{shown(scheme, "/0")}
+	case "redis+sentinel":
+		forms = []string{shown(scheme, "/0?master_name=mymaster")}
+	case "etcd":
+		forms = []string{shown(scheme, "")}
+	default:
+		forms = []string{shown("redis", "/0"), shown("postgres", "/db"), shown("mysql", "/db"), shown("etcd", "")}
+	}
+	return fmt.Errorf("%w: backend %q has no scheme: write it as a URL, e.g. %s", ErrInvalid, given, strings.Join(forms, " or "))
+}

@@ -264,9 +264,11 @@
 //
 // # URLs
 //
-// Importing the package registers the "etcd" scheme with lease.Open:
+// Importing the package registers the "etcd" and "etcds" (TLS) schemes
+// with lease.Open:
 //
 //	etcd://[user:password@]host:port[,host:port...][?prefix=P&dial_timeout=D]
+//	etcds://host:port[,host:port...]?cacert=/ca.pem&cert=/client.pem&key=/client-key.pem
 //
 // The user and password, if given, are etcd's authentication. The query
 // parameters are:
@@ -275,11 +277,19 @@
 //	dial_timeout  how long Open waits for the cluster to answer, a Go
 //	              duration such as 5s (default 5s)
 //
-// Any other parameter is an error. Open checks that the cluster answers
+// and on etcds:// URLs:
+//
+//	cacert        PEM file of the CAs that signed the servers' certificates
+//	              (default: the system's)
+//	cert, key     the client certificate and its key, for --client-cert-auth
+//	server_name   the name checked in the servers' certificates
+//	skip_verify   true checks nothing (for tests)
+//
+// Any other parameter is an error (TLS parameters on an etcd:// URL say to
+// use etcds://). Open checks that the cluster answers
 // (one linearizable read) within dial_timeout and its context, so an
 // unreachable cluster, or one without a leader, fails Open rather than the
 // first call. The Locker that Open returns owns its client and closes it
 // on Close; one made by New with the caller's client never closes it. For
-// TLS, or any other client setting, make the clientv3.Client yourself and
-// use New.
+// any other client setting, make the clientv3.Client yourself and use New.
 package etcdlease

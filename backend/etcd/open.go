@@ -153,7 +153,7 @@ func config(u *url.URL) (clientv3.Config, []Option, error) {
 	}
 	q, err := driver.URLQuery(u, known...)
 	if err != nil {
-		if !secure && hasAny(u, tlsParams) {
+		if !secure && hasAny(u, append([]string{"tls"}, tlsParams...)) {
 			return clientv3.Config{}, nil, fmt.Errorf("%w: etcd URL: %s are for TLS: use an etcds:// URL", lease.ErrInvalid, strings.Join(tlsParams, ", "))
 		}
 		return clientv3.Config{}, nil, err

@@ -179,6 +179,8 @@ func TestTLSURLsRefused(t *testing.T) {
 	cacert := write(t, "ca.pem", ca.pem)
 	for raw, want := range map[string]string{
 		"etcd://127.0.0.1:2379?cacert=" + cacert:                              "use an etcds:// URL",
+		"etcd://127.0.0.1:2379?tls=true":                                      "use an etcds:// URL",
+		"etcd://u:Hunter2@127.0.0.1:2379?tls=1&skip_verify=true":              "use an etcds:// URL",
 		"etcds://127.0.0.1:2379?cert=/c.pem":                                  "cert and key go together",
 		"etcds://127.0.0.1:2379?cacert=/no/such/ca.pem":                       "/no/such/ca.pem",
 		"etcds://127.0.0.1:2379?cacert=" + write(t, "empty.pem", []byte("x")): "no PEM certificate",
@@ -188,6 +190,9 @@ func TestTLSURLsRefused(t *testing.T) {
 		_, err := Open(t.Context(), raw)
 		if !errors.Is(err, lease.ErrInvalid) || !strings.Contains(err.Error(), want) {
 			t.Errorf("Open(%s) = %v; want ErrInvalid saying %q", raw, err, want)
+		}
+		if _, err := lease.Open(t.Context(), raw); err == nil || strings.Contains(err.Error(), "Hunter2") {
+			t.Errorf("lease.Open(%s) = %v; want an error without the password", raw, err)
 		}
 	}
 }

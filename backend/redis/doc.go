@@ -6,7 +6,8 @@
 // Use New with your own redis.UniversalClient (single node, Sentinel
 // failover, Cluster or Ring; Close leaves it open), or Open with a URL (the
 // Locker owns that client). Importing the package registers the "redis"
-// and "rediss" schemes with lease.Open:
+// and "rediss" schemes with lease.Open, and their Sentinel and Cluster
+// forms (see Open):
 //
 //	import _ "github.com/leasekit/lease/backend/redis"
 //	l, err := lease.Open(ctx, "redis://127.0.0.1:6379/0?prefix=myapp:lease:")
@@ -44,7 +45,8 @@
 // redis.ParseURL (redis://user:password@host:6379/3; escape '#', '@', '/'
 // and '?' in a password). Any other parameter, or a bad value, is an error
 // matching lease.ErrInvalid, and no error ever quotes the password. For
-// Sentinel or Cluster, build the client yourself and use New.
+// Sentinel or Cluster by URL, see Open; for any other client, build it
+// yourself and use New.
 //
 // # Keys
 //

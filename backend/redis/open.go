@@ -36,6 +36,21 @@ func init() {
 // script cache within ctx, so it fails early, by ctx's deadline, when the
 // server cannot be reached or does not answer, and the first operations
 // take one round trip each.
+//
+// Open also takes a Redis behind Sentinels, or a Redis Cluster:
+//
+//	redis+sentinel://[user:password@]h1:26379,h2:26379/0?master_name=mymaster[&sentinel_username=U&sentinel_password=P]
+//	redis+cluster://[user:password@]h1:7000,h2:7001
+//
+// (rediss+sentinel, rediss+cluster for TLS). A Sentinel URL opens a
+// go-redis FailoverClient that follows the master the Sentinels name; its
+// user and password are the master's, sentinel_username and
+// sentinel_password the Sentinels'. A Cluster URL opens a ClusterClient;
+// one node is enough to find the others, and its database is 0. Both
+// take the redis:// parameters, and their clients follow context
+// deadlines too. go-redis's own forms (ParseFailoverURL's and
+// ParseClusterURL's addr=, master_name on a redis:// URL) are refused
+// with an error showing these.
 func Open(ctx context.Context, rawURL string, opts ...Option) (*Locker, error) {
 	u, err := driver.ParseURL(rawURL)
 	if err != nil {
@@ -152,6 +167,9 @@ func clientOptions(u *url.URL) (*redis.Options, []Option, error) {
 	if scheme == "rediss" {
 		o.TLSConfig = &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}
 	}
+	if err := topologyHint(u); err != nil {
+		return nil, nil, err
+	}
 	q, err := driver.URLQuery(u, append([]string{"prefix", "wait_replicas", "wait_timeout"}, redisParams...)...)
 	if err != nil {
 		return nil, nil, err
@@ -181,4 +199,21 @@ func clientOptions(u *url.URL) (*redis.Options, []Option, error) {
 		return nil, nil, err
 	}
 	return o, opts, nil
+}
+
+// topologyHint is the error for a parameter that only a Sentinel or
+// Cluster URL has, or that go-redis's ParseFailoverURL and
+// ParseClusterURL take (addr, master_name, and the userinfo that means
+// the Sentinels' there), in a URL that reached clientOptions; nil if u has
+// none. Lockers take those servers by their own schemes, whose hosts are
+// listed in the URL's host.
+func topologyHint(u *url.URL) error {
+	q := u.Query()
+	switch {
+	case q.Has("addr"):
+		return fmt.Errorf("%w: %s URL: addr= lists more servers, as go-redis's ParseClusterURL and ParseFailoverURL take them; here every server goes in the URL's host, separated by commas: %s+cluster://h1:7000,h2:7001 for a Redis Cluster, %s+sentinel://h1:26379,h2:26379/0?master_name=NAME for Sentinels", lease.ErrInvalid, u.Scheme, u.Scheme, u.Scheme)
+	case q.Has("master_name"), q.Has("sentinel_username"), q.Has("sentinel_password"):
+		return fmt.Errorf("%w: %s URL: master_name and the sentinel_ parameters are for Sentinels: write %s+sentinel://h1:26379,h2:26379/0?master_name=NAME (the user information there is the master's; sentinel_username and sentinel_password the Sentinels')", lease.ErrInvalid, u.Scheme, u.Scheme)
+	}
+	return nil
 }

@@ -19,6 +19,20 @@ var secretParams = map[string]bool{
 	"sslpassword": true, "secret": true, "token": true, "auth": true,
 }
 
+// secretParam reports whether a query parameter's value is a secret: one
+// of secretParams, or a name that ends in one of them after an '_' or '-'
+// (sentinel_password, client-secret, auth_token).
+func secretParam(name string) bool {
+	name = strings.ToLower(name)
+	if secretParams[name] {
+		return true
+	}
+	if i := strings.LastIndexAny(name, "_-"); i >= 0 {
+		return secretParams[name[i+1:]]
+	}
+	return false
+}
+
 // URL returns raw with every secret replaced by Mask: the password of the
 // user information and the values of query parameters named like
 // passwords. It never returns the raw string when it cannot parse it: a
@@ -41,7 +55,7 @@ func URL(raw string) string {
 		}
 		masked := false
 		for k := range q {
-			if secretParams[strings.ToLower(k)] {
+			if secretParam(k) {
 				q[k] = []string{Mask}
 				masked = true
 			}
@@ -95,3 +109,13 @@ func ParseError(err error) error {
 
 // quoted matches a quoted piece of an error text.
 var quoted = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
+
+// DSNHint is what to add to the error of a URL that does not parse when it
+// holds go-sql-driver's DSN address form, user:pass@tcp(host:port)/db,
+// which url.Parse reads as a host with a bad port; "" otherwise.
+func DSNHint(raw string) string {
+	if !strings.Contains(raw, "@tcp(") {
+		return ""
+	}
+	return " (a DSN's tcp(host:port) is host:port in a URL: mysql://user:pass@host:3306/db)"
+}

@@ -10,15 +10,18 @@ import (
 
 func TestURLNeverShowsTheSecret(t *testing.T) {
 	for raw, keep := range map[string]string{
-		"postgres://app:Hunter2@db/app":                     "postgres://app:xxxxx@db/app",
-		"postgres://app:Hunter2%zz@db/app":                  "postgres://app:xxxxx@db/app",
-		"redis://:Hunter2#x@host:6379/0":                    "redis://:xxxxx@host:6379/0",
-		"redis://:Hunter2@host:notaport/0":                  "redis://:xxxxx@host:notaport/0",
-		"mysql://root:Hun/ter2@host:3306/test":              "mysql://root:xxxxx@host:3306/test",
-		"etcd://u:Hunter2?@h:2379":                          "etcd://u:xxxxx@h:2379",
-		"postgres://db/app?password=Hunter2&sslmode=off":    "sslmode=off",
-		"postgres://db/app?password=Hunter2%zz&sslmode=off": "postgres://db/app?xxxxx",
-		"sqlite:///var/lib/lease.db":                        "sqlite:///var/lib/lease.db",
+		"postgres://app:Hunter2@db/app":                                              "postgres://app:xxxxx@db/app",
+		"postgres://app:Hunter2%zz@db/app":                                           "postgres://app:xxxxx@db/app",
+		"redis://:Hunter2#x@host:6379/0":                                             "redis://:xxxxx@host:6379/0",
+		"redis://:Hunter2@host:notaport/0":                                           "redis://:xxxxx@host:notaport/0",
+		"mysql://root:Hun/ter2@host:3306/test":                                       "mysql://root:xxxxx@host:3306/test",
+		"etcd://u:Hunter2?@h:2379":                                                   "etcd://u:xxxxx@h:2379",
+		"postgres://db/app?password=Hunter2&sslmode=off":                             "sslmode=off",
+		"postgres://db/app?password=Hunter2%zz&sslmode=off":                          "postgres://db/app?xxxxx",
+		"sqlite:///var/lib/lease.db":                                                 "sqlite:///var/lib/lease.db",
+		"redis+sentinel://h:26379?master_name=m&sentinel_password=Hunter2":           "master_name=m",
+		"redis+sentinel://h:26379?SENTINEL_PASSWORD=Hunter2&sentinel_username=admin": "sentinel_username=admin",
+		"x://h?client-secret=Hunter2&auth_token=Hunter2&sslkey=/k.pem":               "sslkey=%2Fk.pem",
 	} {
 		got := redact.URL(raw)
 		if strings.Contains(got, "Hunter2") || strings.Contains(got, "Hun/ter2") {

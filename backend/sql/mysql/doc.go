@@ -32,15 +32,31 @@
 // # URL
 //
 //	mysql://user:password@host:3306/database
+//	mysql://user:password@unix(/run/mysqld/mysqld.sock)/database
+//	mysql://user:password@/database?socket=/run/mysqld/mysqld.sock
 //
-// Query parameters: table ([database.]name, default "leases"), autocreate
-// (false to leave creating the table to you), max_conns and
-// max_idle_conns (the pool's bound, default 32, and how many idle
-// connections it keeps, default 16; see sqllease.WithPoolSize), tls (true, false,
-// skip-verify or preferred) and timeout (the dial timeout, a Go
-// duration). Any other parameter is an error. The pool sends each
-// statement with its arguments interpolated (interpolateParams), one
-// round trip instead of three.
+// Query parameters of the Locker's: table ([database.]name, default
+// "leases"), autocreate (false to leave creating the table to you),
+// max_conns and max_idle_conns (the pool's bound, default 32, and how
+// many idle connections it keeps, default 16; see sqllease.WithPoolSize),
+// and socket (a Unix socket's path, instead of the host).
+//
+// Every other parameter goes to go-sql-driver's DSN parser, as in a DSN:
+// tls (true, false, skip-verify, preferred, or a name given to
+// mysql.RegisterTLSConfig, which is how a CA of your own is given),
+// timeout, readTimeout, writeTimeout, charset, collation, loc, parseTime,
+// maxAllowedPacket, ... configure the connection; any other is a system
+// variable set at connect (sql_mode, time_zone, innodb_lock_wait_timeout,
+// ...). The server refuses a variable it does not know, or a bad value,
+// and Open then fails with an error matching lease.ErrInvalid that names
+// it. Refused before connecting: clientFoundRows (it changes the counts
+// the Locker reads), autocommit other than 1 (the Locker's writes would
+// never commit, and other connections would wait on their locks),
+// password= (the driver would SET PASSWORD; the password goes in the
+// user information), and the character sets big5, sjis, cp932, gbk and
+// gb18030. The pool sends each statement with its arguments interpolated
+// (interpolateParams, always on), one round trip instead of three, which
+// those character sets make unsafe.
 //
 // Open is bounded by its context: connecting, the catalog check and
 // CREATE TABLE all end when ctx does, also on a server that accepts the

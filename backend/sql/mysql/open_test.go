@@ -59,6 +59,13 @@ func TestOpenRefuses(t *testing.T) {
 		"mysql://root@127.0.0.1:3306/test?table=no-dash",
 		"mysql://root@127.0.0.1:3306/test?autocreate=maybe",
 		"mysql://root@127.0.0.1:99999/test",
+		// Misspellings of the Locker's own parameters, and names no
+		// system variable has (go-sql-driver writes them into SET as
+		// they are).
+		"mysql://root@127.0.0.1:3306/test?tabel=x",
+		"mysql://root@127.0.0.1:3306/test?maxConns=4",
+		"mysql://root@127.0.0.1:3306/test?a%3Db=1",
+		"mysql://root@127.0.0.1:3306/test?sql-mode=ANSI",
 	} {
 		if l, err := Open(ctx, bad); !errors.Is(err, lease.ErrInvalid) || !strings.HasPrefix(err.Error(), "lease/sql: open: ") {
 			if l != nil {
@@ -163,5 +170,24 @@ func TestOpenProductionURLs(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "no_such_variable_xyz") {
 		t.Fatalf("Open with an unknown system variable: %v; want the error to name it", err)
+	}
+}
+
+// TestVariableValuesArriveAsWritten: system variables reach the server as
+// the URL wrote them, quotes and an escaped '+' included.
+func TestVariableValuesArriveAsWritten(t *testing.T) {
+	raw := testenv.Lookup(t, "LEASE_TEST_MYSQL")
+	u, _ := url.Parse(raw)
+	u.RawQuery = "time_zone=%27%2B00:00%27&sql_mode=%27ANSI_QUOTES,TRADITIONAL%27"
+	c, err := connector(u, u.Query())
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := sql.OpenDB(c)
+	defer db.Close()
+	var tz, mode string
+	err = db.QueryRowContext(t.Context(), "SELECT @@time_zone, @@sql_mode").Scan(&tz, &mode)
+	if err != nil || tz != "+00:00" || !strings.Contains(mode, "ANSI_QUOTES") {
+		t.Errorf("on the connection: time_zone %q, sql_mode %q, %v; want +00:00 and ANSI_QUOTES", tz, mode, err)
 	}
 }

@@ -27,13 +27,29 @@
 //
 //	postgres://user:password@host:5432/database?sslmode=require
 //
-// Query parameters: table ([schema.]name, default "leases"; not in
-// pg_temp), autocreate (false to leave creating the table to you),
-// max_conns and max_idle_conns (see Connections), and,
-// passed to pgx, sslmode, sslrootcert, sslcert, sslkey, connect_timeout
-// and application_name. Any other parameter is an error. The PG*
-// environment variables and ~/.pgpass fill in what the URL leaves out, as
-// with psql.
+// or, through a Unix socket, postgres:///database?host=/var/run/postgresql
+// (the socket's directory).
+//
+// Query parameters of the Locker's: table ([schema.]name, default
+// "leases"; not in pg_temp), autocreate (false to leave creating the
+// table to you), max_conns and max_idle_conns (see Connections; pgxpool's
+// pool_max_conns is taken for max_conns, and its other pool_* settings are
+// refused).
+//
+// Every other parameter goes to pgx.ParseConfig as in a libpq URL. libpq's
+// keywords and pgx's own configure the connection: host, port, user,
+// password, sslmode, sslrootcert, sslcert, sslkey, connect_timeout,
+// target_session_attrs, default_query_exec_mode, statement_cache_capacity,
+// ... Any other is a run-time setting that pgx sends the server at
+// connect: search_path, statement_timeout, lock_timeout,
+// application_name, TimeZone, ... The server refuses a setting it does
+// not know, a bad value, or one that cannot be set at connect, and Open
+// then fails with an error matching lease.ErrInvalid that names it. A
+// search_path decides where an unqualified table is found and created:
+// the Locker asks the catalog where it resolved, names it with that
+// schema from then on, and refuses a temporary one (a search_path that
+// puts pg_temp first would create the table there). The PG* environment
+// variables and ~/.pgpass fill in what the URL leaves out, as with psql.
 //
 // # Connections
 //

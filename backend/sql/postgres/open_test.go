@@ -50,6 +50,41 @@ func TestURLPassThrough(t *testing.T) {
 			t.Errorf("%s reached the server as a run-time setting", k)
 		}
 	}
+	// libpq's dbname and options, an extension's setting; spaces
+	// written either way and a '+' reach pgx as they are.
+	u, _ = url.Parse("postgres://h?dbname=other&options=-c%20work_mem%3D8MB&auto_explain.log_min_duration=250&application_name=nightly+jobs%2Bmore")
+	if cfg, err = config(u, u.Query()); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Database != "other" || cfg.RuntimeParams["options"] != "-c work_mem=8MB" ||
+		cfg.RuntimeParams["auto_explain.log_min_duration"] != "250" || cfg.RuntimeParams["application_name"] != "nightly jobs+more" {
+		t.Errorf("config = db %q params %v", cfg.Database, cfg.RuntimeParams)
+	}
+	if _, ok := cfg.RuntimeParams["dbname"]; ok {
+		t.Error("dbname reached the server as a run-time setting")
+	}
+}
+
+// TestSettingValuesArriveAsWritten: a value with a space and a '+'
+// reaches the server as the URL wrote it (pgx reads '+' as a plus, as
+// libpq does, so a space must not reach it as one).
+func TestSettingValuesArriveAsWritten(t *testing.T) {
+	raw := testenv.Lookup(t, "LEASE_TEST_POSTGRES")
+	u, _ := url.Parse(raw)
+	q := u.Query()
+	q.Set("application_name", "lease prod+url")
+	q.Set("search_path", "public")
+	c, err := connector(u, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := sql.OpenDB(c)
+	defer db.Close()
+	var app, path string
+	err = db.QueryRowContext(t.Context(), "SELECT current_setting('application_name'), current_setting('search_path')").Scan(&app, &path)
+	if err != nil || app != "lease prod+url" || path != "public" {
+		t.Errorf("on the connection: application_name %q, search_path %q, %v; want lease prod+url, public", app, path, err)
+	}
 }
 
 // TestOpenRefuses checks the URLs Open refuses before connecting.
@@ -58,6 +93,16 @@ func TestOpenRefuses(t *testing.T) {
 	for _, bad := range []string{
 		"postgres://u@h/db?pool_max_conns=3&max_conns=4",
 		"postgres://u@h/db?pool_min_conns=3",
+		// Refused before connecting (h does not resolve): misspellings
+		// of the Locker's own parameters, libpq keywords pgx does not
+		// implement, names no setting can have.
+		"postgres://u@h/db?tabel=x",
+		"postgres://u@h/db?maxConns=4",
+		"postgres://u@h/db?max-idle-conns=4",
+		"postgres://u@h/db?keepalives=1",
+		"postgres://u@h/db?gssencmode=disable",
+		"postgres://u@h/db?search-path=public",
+		"postgres://u@h/db?a%3Db=1",
 		"postgres://u@h/db?max_conns=0",
 		"postgres://u@h/db?search_path=a&search_path=b",
 		"postgres://u@h/db?table=no-dash",

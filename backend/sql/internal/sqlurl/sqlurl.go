@@ -13,10 +13,12 @@ import (
 	"net/url"
 	"regexp"
 	"strconv"
+	"strings"
 
 	"github.com/leasekit/lease"
 	sqllease "github.com/leasekit/lease/backend/sql"
 	"github.com/leasekit/lease/driver"
+	"github.com/leasekit/lease/internal/redact"
 )
 
 // Dialect is one dialect package's side of opening a URL.
@@ -60,7 +62,7 @@ type Dialect struct {
 func (d Dialect) OpenRaw(ctx context.Context, rawURL string, opts []sqllease.Option) (*sqllease.Locker, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("lease/sql: open: %w: URL %s does not parse: %s", lease.ErrInvalid, driver.Redact(rawURL), parseReason(err))
+		return nil, fmt.Errorf("lease/sql: open: %w: URL %s does not parse: %s%s", lease.ErrInvalid, driver.Redact(rawURL), parseReason(err), redact.DSNHint(rawURL))
 	}
 	return d.Open(ctx, u, opts)
 }
@@ -95,6 +97,13 @@ func (d Dialect) Open(ctx context.Context, u *url.URL, opts []sqllease.Option) (
 	q, err := driver.URLQuery(u, known...)
 	if err != nil {
 		return nil, fmt.Errorf("lease/sql: open: %w", err)
+	}
+	if d.PassAll {
+		for k := range q {
+			if ours, near := nearOurs(k); near {
+				return nil, fmt.Errorf("lease/sql: open: %w: unknown query parameter %q: did you mean %s?", lease.ErrInvalid, k, ours)
+			}
+		}
 	}
 	for alias, name := range d.Aliases {
 		if v, ok := q[alias]; ok {
@@ -137,6 +146,55 @@ func (d Dialect) Open(ctx context.Context, u *url.URL, opts []sqllease.Option) (
 		urlOpts = append(urlOpts, more...)
 	}
 	return sqllease.OpenConnector(ctx, c, append(urlOpts, opts...)...)
+}
+
+// nearOurs reports whether k, which is not one of Common, is probably one
+// of them misspelt: the same but for case, '_' and '-' (maxConns,
+// max-conns), or at most two letters added, dropped, changed or swapped
+// (tabel, max_con). A dialect that passes other parameters to its server
+// would otherwise send it there, and the server refuse a setting the user
+// never meant. No PostgreSQL setting or MySQL system variable is that
+// close to one of Common.
+func nearOurs(k string) (string, bool) {
+	if Ours(k) {
+		return "", false
+	}
+	fold := func(s string) string {
+		return strings.ToLower(strings.NewReplacer("_", "", "-", "").Replace(s))
+	}
+	for _, c := range Common {
+		if fold(k) == fold(c) || editDistance(strings.ToLower(k), c) <= 2 {
+			return c, true
+		}
+	}
+	return "", false
+}
+
+// editDistance is the optimal string alignment distance between a and b:
+// the fewest bytes inserted, deleted, replaced, or swapped with their
+// neighbour to turn a into b.
+func editDistance(a, b string) int {
+	d := make([][]int, len(a)+1)
+	for i := range d {
+		d[i] = make([]int, len(b)+1)
+		d[i][0] = i
+	}
+	for j := range d[0] {
+		d[0][j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
+		}
+	}
+	return d[len(a)][len(b)]
 }
 
 // poolSize is the URL's max_conns and max_idle_conns as a WithPoolSize
