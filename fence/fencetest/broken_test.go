@@ -172,17 +172,13 @@ func (s *toyStore) guard(ctx context.Context, name string, token uint64, write f
 		return &fence.StaleError{Name: name, Token: token, Max: winner}
 	}
 	if s.mode == "check-then-write" {
-		// The check and the write are two steps, with a gap between. The
-		// write still takes the lock, so the checker breaks fencing, not
-		// memory safety: under -race a data race here was reported in
-		// whichever parallel subtest touched the map, not always in the
-		// one that catches the interleaving.
+		// The check and the write are two steps, with a gap between.
 		s.mu.Unlock()
 		time.Sleep(time.Millisecond)
-		s.mu.Lock()
 		if write != nil {
 			s.write(write)
 		}
+		s.mu.Lock()
 		if raise {
 			s.max[k] = max(s.max[k], token)
 		}
