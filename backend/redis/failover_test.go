@@ -20,14 +20,25 @@ import (
 	"github.com/leasekit/lease/internal/testserver"
 )
 
-// The failover tests build their go-redis clients themselves, as a
-// program that passes its own client to New does (with
-// ContextTimeoutEnabled, as New's documentation asks).
+// byURL returns a function that makes a Locker with lease.Open(raw), on a
+// client of its own, closed when t ends.
+func byURL(t *testing.T, raw string) func() lease.Locker {
+	return func() lease.Locker {
+		l, err := lease.Open(t.Context(), raw)
+		if err != nil {
+			t.Fatalf("lease.Open(%s): %v", raw, err)
+		}
+		t.Cleanup(func() { _ = l.Close() })
+		return l
+	}
+}
 
-// sentinelClients returns a function that makes a Locker on a client of
-// its own of s's master, closed when t ends.
-func sentinelClients(t *testing.T, s *testserver.Sentinel, opts ...redislease.Option) func() *redislease.Locker {
-	return func() *redislease.Locker {
+// sentinelClients returns a function that makes a Locker with New, on a
+// go-redis Sentinel client of its own built as a program would build it
+// (ContextTimeoutEnabled, as New's documentation asks), closed when t
+// ends.
+func sentinelClients(t *testing.T, s *testserver.Sentinel, opts ...redislease.Option) func() lease.Locker {
+	return func() lease.Locker {
 		c := redis.NewFailoverClient(&redis.FailoverOptions{
 			MasterName:            s.MasterName(),
 			SentinelAddrs:         s.SentinelAddrs(),
@@ -42,16 +53,17 @@ func sentinelClients(t *testing.T, s *testserver.Sentinel, opts ...redislease.Op
 }
 
 // TestSentinelFailoverDuringContention: four Lockers, each on its own
-// Sentinel client as four processes would be, contend for one name while
-// the master fails over (SENTINEL FAILOVER). See contendThroughFailover
-// for what is checked.
+// redis+sentinel:// client as four processes would be, contend for one
+// name while the master fails over (SENTINEL FAILOVER). See
+// contendThroughFailover for what is checked.
 func TestSentinelFailoverDuringContention(t *testing.T) {
 	s := testserver.StartSentinel(t, nil)
-	contendThroughFailover(t, sentinelClients(t, s), func() { s.Failover() }, 6*time.Second)
+	raw := "redis+sentinel://" + strings.Join(s.SentinelAddrs(), ",") + "/0?master_name=" + s.MasterName() + "&prefix=contend:&dial_timeout=1s&read_timeout=1s&write_timeout=1s"
+	contendThroughFailover(t, byURL(t, raw), func() { s.Failover() }, 6*time.Second)
 }
 
-// TestSentinelFailoverWithReplicaAck: the same with WithReplicaAck(1,
-// 200ms) on every Locker, for 18s, the master having one replica. The
+// TestSentinelFailoverWithReplicaAck: the same, on Sentinel clients
+// passed to New with WithReplicaAck(1, 200ms), for 18s, the master having one replica. The
 // failover promotes that replica, which had every grant its holder was
 // told of (WAIT), and a grant made on the old master after the promotion
 // cannot be acknowledged (its only replica is gone), so it fails with
@@ -78,27 +90,39 @@ func TestSentinelFailoverWithReplicaAckOfTwo(t *testing.T) {
 }
 
 // TestClusterFailoverDuringContention: the same on a Redis Cluster of
-// three masters with a replica each, through cluster clients, while the
+// three masters with a replica each, through redis+cluster:// clients, while the
 // replica of the name's master takes over (CLUSTER FAILOVER, which waits
 // for the replica to catch up before promoting it).
 func TestClusterFailoverDuringContention(t *testing.T) {
 	c := testserver.StartRedisCluster(t, &testserver.RedisClusterOptions{ReplicasPerMaster: 1})
 	sum := sha256.Sum256([]byte("contended"))
 	key := "contend:{" + base64.RawURLEncoding.EncodeToString(sum[:]) + "}:lease"
-	clients := func() *redislease.Locker {
-		cc := redis.NewClusterClient(&redis.ClusterOptions{
-			Addrs:                 c.Addrs(),
-			DialTimeout:           time.Second,
-			ReadTimeout:           time.Second,
-			WriteTimeout:          time.Second,
-			ContextTimeoutEnabled: true,
-		})
-		t.Cleanup(func() { _ = cc.Close() })
-		return mustNew(t, cc, redislease.WithPrefix("contend:"))
-	}
-	contendThroughFailover(t, clients, func() {
+	raw := "redis+cluster://" + strings.Join(c.Addrs(), ",") + "?prefix=contend:&dial_timeout=1s&read_timeout=1s&write_timeout=1s"
+	contendThroughFailover(t, byURL(t, raw), func() {
 		m := c.MasterFor(key)
 		c.Failover(c.ReplicasOf(m)[0])
+	}, 6*time.Second)
+}
+
+// TestClusterForcedFailoverDuringContention: the same with CLUSTER
+// FAILOVER FORCE, which promotes the replica without waiting for it to
+// catch up with its master, as an operator does when the master is
+// unreachable.
+func TestClusterForcedFailoverDuringContention(t *testing.T) {
+	c := testserver.StartRedisCluster(t, &testserver.RedisClusterOptions{ReplicasPerMaster: 1})
+	sum := sha256.Sum256([]byte("contended"))
+	key := "contend:{" + base64.RawURLEncoding.EncodeToString(sum[:]) + "}:lease"
+	raw := "redis+cluster://" + strings.Join(c.Addrs(), ",") + "?prefix=contend:&dial_timeout=1s&read_timeout=1s&write_timeout=1s"
+	contendThroughFailover(t, byURL(t, raw), func() {
+		m := c.MasterFor(key)
+		r := redis.NewClient(&redis.Options{Addr: c.ReplicasOf(m)[0].Addr()})
+		defer r.Close()
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		defer cancel()
+		if err := r.Do(ctx, "CLUSTER", "FAILOVER", "FORCE").Err(); err != nil {
+			t.Fatalf("CLUSTER FAILOVER FORCE: %v", err)
+		}
+		c.WaitForFailover(m)
 	}, 6*time.Second)
 }
 
@@ -130,7 +154,7 @@ type failoverRun struct {
 // token is below one the resource has seen), when each holder that found
 // its tenure lost (ErrLost from Renew or Release) noticed it, and how long
 // after the failover the first grant came.
-func contendThroughFailover(t *testing.T, newLocker func() *redislease.Locker, failover func(), d time.Duration) failoverRun {
+func contendThroughFailover(t *testing.T, newLocker func() lease.Locker, failover func(), d time.Duration) failoverRun {
 	t.Helper()
 	type grant struct {
 		owner    string
