@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/internal/etcdtest"
 	"github.com/leasekit/lease/internal/testserver"
 )
 
@@ -348,7 +349,9 @@ func startContender(t *testing.T, cfg contenderConfig) *contender {
 	}
 	p := &contender{cfg: cfg, out: &lockedBuffer{}}
 	p.cmd = exec.Command(os.Args[0], "-test.run=^TestClusterContender$", "-test.count=1", "-test.v")
-	p.cmd.Env = append(os.Environ(), contenderEnv+"="+string(js))
+	// The contender's TestMain is pointed at the cluster, so that it does
+	// not start an embedded etcd when LEASE_TEST_ETCD is unset.
+	p.cmd.Env = append(os.Environ(), contenderEnv+"="+string(js), etcdtest.Env+"="+strings.Join(cfg.Endpoints, ","))
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if p.stdin, err = p.cmd.StdinPipe(); err != nil {
 		t.Fatal(err)
