@@ -127,8 +127,6 @@
 // MySQL 8 has no INSERT ... RETURNING: there Acquire is the same upsert
 // followed by a read of the row it locked, in one transaction (4 round
 // trips with BEGIN and COMMIT). MariaDB 10.5+ answers in one statement.
-// From MySQL 8.0.19 the upsert names the inserted row (INSERT ... AS new)
-// instead of VALUES(), which 8.0.20 deprecates; MariaDB keeps VALUES().
 // Renew on MySQL returns the new expiry through LAST_INSERT_ID(expr).
 // ForceRelease on MySQL is a transaction of two statements.
 //
