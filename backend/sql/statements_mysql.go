@@ -1,11 +1,5 @@
 package sqllease
 
-import (
-	"fmt"
-	"regexp"
-	"strings"
-)
-
 // mysqlAcquireUpsert is the MySQL/MariaDB takeover statement: insert the
 // row, or, on a duplicate key, always update it, each column choosing
 // between the new tenure and the current one (VALUES(acquired_at) is this
@@ -22,34 +16,6 @@ ON DUPLICATE KEY UPDATE
 	host        = IF(expires_at <= VALUES(acquired_at), VALUES(host), host),
 	owner       = IF(expires_at <= VALUES(acquired_at), VALUES(owner), owner),
 	expires_at  = IF(expires_at <= VALUES(acquired_at) OR owner = VALUES(owner), VALUES(expires_at), expires_at)`
-
-// rowAliasUpsert rewrites mysqlAcquireUpsert (built) for MySQL 8.0.19 and
-// later, where VALUES() in ON DUPLICATE KEY UPDATE is deprecated (since
-// 8.0.20): the inserted row gets the alias "new" and each VALUES(col)
-// becomes new.col, which means the same. MariaDB has no row alias and
-// keeps VALUES(); see mysqlRowAlias for which servers get which.
-func rowAliasUpsert(built string) string {
-	out := valuesRef.ReplaceAllString(built, "new.$1")
-	return strings.Replace(out, "\nON DUPLICATE KEY UPDATE", " AS new\nON DUPLICATE KEY UPDATE", 1)
-}
-
-// valuesRef matches VALUES(col) in an ON DUPLICATE KEY UPDATE clause.
-var valuesRef = regexp.MustCompile(`VALUES\((\w+)\)`)
-
-// mysqlRowAlias reports whether a MySQL-dialect server's VERSION() names
-// MySQL 8.0.19 or later (not MariaDB), which takes the row-alias form of
-// the upsert. An unknown version keeps VALUES(), which every version
-// still runs.
-func mysqlRowAlias(version string) bool {
-	if strings.Contains(strings.ToLower(version), "mariadb") {
-		return false
-	}
-	var major, minor, patch int
-	if n, _ := fmt.Sscanf(version, "%d.%d.%d", &major, &minor, &patch); n < 3 {
-		return false
-	}
-	return major > 8 || (major == 8 && (minor > 0 || patch >= 19))
-}
 
 // mysqlBatchTable is the batch document (batch.go) as a table. owner is
 // at most 255 bytes, so at most 255 characters.

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
-	"strings"
 	"testing"
 	"time"
 
@@ -130,52 +128,5 @@ func checkNoAppClock(t *testing.T, op string, st sentStmt, tokens map[int64]bool
 				}
 			}
 		}
-	}
-}
-
-// TestMySQLRowAliasVersions checks which servers take the row-alias form
-// of the upsert: MySQL 8.0.19 and later, never MariaDB (which has no row
-// alias), and not an unknown version (VALUES() still runs everywhere).
-func TestMySQLRowAliasVersions(t *testing.T) {
-	for v, want := range map[string]bool{
-		"8.0.19":                     true,
-		"8.0.36-0ubuntu0.22.04.1":    true,
-		"8.4.2":                      true,
-		"9.1.0-commercial":           true,
-		"8.0.18":                     false,
-		"5.7.44-log":                 false,
-		"10.11.19-MariaDB-0+deb12u1": false,
-		"11.4.2-MariaDB":             false,
-		"8.0":                        false,
-		"":                           false,
-	} {
-		if got := mysqlRowAlias(v); got != want {
-			t.Errorf("mysqlRowAlias(%q) = %v, want %v", v, got, want)
-		}
-	}
-}
-
-// TestMySQLRowAliasStatement checks the MySQL 8 form of the takeover
-// statement, which no server here can run (MariaDB has no row alias): it
-// names the inserted row "new" once, right before ON DUPLICATE KEY UPDATE,
-// uses new.col wherever the MariaDB form has VALUES(col) and nothing
-// else, and so turns back into the MariaDB form exactly. The MariaDB form
-// itself runs in every MySQL test (TestConformanceMySQL8Path runs the
-// path MySQL 8 takes, a transaction of the upsert and a read).
-func TestMySQLRowAliasStatement(t *testing.T) {
-	plain := buildQueries(MySQL, "`test`.leases").acquireUpsert
-	alias := rowAliasUpsert(plain)
-	if strings.Contains(alias, "VALUES(") {
-		t.Fatalf("the row-alias form still uses VALUES():\n%s", alias)
-	}
-	if n := strings.Count(alias, " AS new\nON DUPLICATE KEY UPDATE"); n != 1 {
-		t.Fatalf("the row-alias form names the row %d times before ON DUPLICATE KEY UPDATE, want once:\n%s", n, alias)
-	}
-	if got, want := strings.Count(alias, "new."), strings.Count(plain, "VALUES("); got != want || want == 0 {
-		t.Fatalf("new.col appears %d times, VALUES(col) %d times in the MariaDB form", got, want)
-	}
-	back := regexp.MustCompile(`new\.(\w+)`).ReplaceAllString(strings.Replace(alias, " AS new\n", "\n", 1), "VALUES($1)")
-	if back != plain {
-		t.Fatalf("the row-alias form does not turn back into the MariaDB form:\n%s\nvs\n%s", back, plain)
 	}
 }

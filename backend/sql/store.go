@@ -42,9 +42,6 @@ type store struct {
 	// MySQL 8.0.4 and MariaDB 10.6): RenewBatch then renews one tenure
 	// at a time.
 	noJSONTable bool
-	// rowAlias is set on MySQL 8.0.19 and later: the upsert names the
-	// inserted row with an alias instead of VALUES() (rowAliasUpsert).
-	rowAlias bool
 	// acquireSlots bounds the Acquires in flight at once to fewer than
 	// the pool's connections (nil: no bound), so that renewals and
 	// releases never wait for a connection behind a burst of Acquires:
@@ -109,7 +106,6 @@ func (s *store) prepare(ctx context.Context) error {
 		}
 		s.noReturning = !mariaDBReturning(version)
 		s.noJSONTable = !mysqlJSONTable(version)
-		s.rowAlias = mysqlRowAlias(version)
 	}
 	t, err := s.lookup(ctx)
 	if err != nil {
@@ -145,9 +141,6 @@ func (s *store) prepare(ctx context.Context) error {
 		return fmt.Errorf("%w: it is a temporary table (%s): each connection has its own, so Lockers on other connections would not see its leases and would grant the same names", lease.ErrInvalid, t.temporary)
 	}
 	s.q = buildQueries(s.dialect, t.qualified)
-	if s.rowAlias {
-		s.q.acquireUpsert = rowAliasUpsert(s.q.acquireUpsert)
-	}
 	s.qualified = t.qualified
 	return nil
 }
