@@ -16,18 +16,29 @@ import (
 // have just become free.
 const busyRetries = 3
 
+// reenterRetries is how many times Acquire starts again when the
+// tenure that owner already holds ends or moves to another etcd lease
+// while Acquire re-enters it.
+const reenterRetries = 3
+
 // Acquire implements driver.Store.
 //
 // A tenure gets an etcd lease of its own, of ttl rounded up to whole
 // seconds, taken from the Locker's pool of leases granted ahead of use
 // (or granted now when the pool has none). One transaction then creates
-// the key on that lease if it does not exist, or moves it onto that lease
-// if owner holds it (keeping its create revision, the Token), or else
-// reads the holder; a keep-alive of the pooled lease goes out on the
-// Locker's keep-alive stream alongside it, so that the tenure lasts ttl
-// from now, however long the lease waited in the pool. A re-entrant
-// Acquire then revokes the tenure's previous lease (after the call
-// returns, see revoker).
+// the key on that lease if it does not exist, or else reads it; a
+// keep-alive of the pooled lease goes out on the Locker's keep-alive
+// stream alongside, so that the tenure lasts ttl from now, however long
+// the lease waited in the pool.
+//
+// When owner already holds the name, Acquire re-enters the tenure (see
+// reenter): it keeps the key's own etcd lease alive, and never moves the
+// key in the transaction. A transaction that moved the key onto the new
+// lease whenever owner held it would be dangerous if applied late (an
+// Acquire whose caller timed out, sent to a member that was stopped and
+// resumed): it would move the tenure that owner acquired since onto a
+// lease that ends before the Deadline owner was given, and another owner
+// could take the name while owner still holds it.
 //
 // When another owner holds the name, the unused lease goes back to the
 // pool, and Acquire asks etcd how long the holder's lease has left. It
@@ -37,80 +48,91 @@ const busyRetries = 3
 //
 // If the transaction fails without an answer (a network error, ctx done),
 // the lease is left to expire by itself: the transaction may have been
-// applied, and the tenure it started or extended must keep its lease.
+// applied, and the tenure it started must keep its lease.
 func (s *store) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (driver.Tenure, error) {
 	start := time.Now()
-	if s.known.likelyHeld(name, start) {
-		t, busy, err := s.readHolder(ctx, name, owner)
-		if err != nil || busy {
+	for range reenterRetries {
+		t, mine, err := s.acquire(ctx, name, owner, ttl, start)
+		if err != nil || mine == nil {
 			return t, err
+		}
+		t, ok, err := s.reenter(ctx, name, owner, ttl, start, mine)
+		if err != nil || ok {
+			return t, err
+		}
+	}
+	return driver.Tenure{}, fmt.Errorf("etcd: owner %q's tenure of %q kept ending or moving to another etcd lease while Acquire re-entered it (concurrent calls of the same owner)", owner, name)
+}
+
+// acquire is one attempt of Acquire: the tenure it granted, or the
+// holder when another owner holds the name, or mine, the key as read,
+// when owner holds it already (then the caller re-enters it, with no
+// turn to write held).
+func (s *store) acquire(ctx context.Context, name, owner string, ttl time.Duration, start time.Time) (t driver.Tenure, mine *mvccpb.KeyValue, err error) {
+	if s.known.likelyHeld(name, start) {
+		kv, err := s.reads.get(ctx, s.key(name))
+		if err != nil {
+			return driver.Tenure{}, nil, err
+		}
+		if kv != nil && string(kv.Value) == owner {
+			return driver.Tenure{}, kv, nil
+		}
+		if kv != nil {
+			t, busy, err := s.holder(ctx, name, kv)
+			if err != nil || busy {
+				return t, nil, err
+			}
 		}
 		s.known.free(name)
 	}
 	done, err := s.write(ctx)
 	if err != nil {
-		return driver.Tenure{}, err
+		return driver.Tenure{}, nil, err
 	}
 	defer done()
 	l, err := s.leaseFor(ctx, ttl, start)
 	if err != nil {
-		return driver.Tenure{}, err
+		return driver.Tenure{}, nil, err
 	}
 	key := s.key(name)
 	for attempt := 0; ; attempt++ {
 		resp, kaErr, err := s.commit(ctx, &l, key,
 			[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0)},
 			[]clientv3.Op{clientv3.OpPut(key, owner, clientv3.WithLease(l.id))},
-			[]clientv3.Op{clientv3.OpTxn(
-				[]clientv3.Cmp{clientv3.Compare(clientv3.Value(key), "=", owner)},
-				[]clientv3.Op{clientv3.OpPut(key, owner, clientv3.WithLease(l.id), clientv3.WithPrevKV())},
-				[]clientv3.Op{clientv3.OpGet(key)},
-			)})
+			[]clientv3.Op{clientv3.OpGet(key)})
 		if isLeaseNotFound(err) && l.pooled && attempt == 0 {
 			// The pooled lease ended before the transaction (it cannot
 			// have been applied without it): grant one now and retry.
 			s.usedUp(l)
 			if l, err = s.grantFor(ctx, ttl, start); err != nil {
-				return driver.Tenure{}, err
+				return driver.Tenure{}, nil, err
 			}
 			continue
 		}
 		if err != nil {
 			s.usedUp(l)
-			return driver.Tenure{}, err
-		}
-		inner := resp.Responses[0].GetResponseTxn() // nil when resp.Succeeded
-		put := resp.Succeeded || inner.GetSucceeded()
-		if put {
-			s.usedUp(l)
-		}
-		if kaErr != nil && put {
-			// The tenure is on the lease, but the lease may end before
-			// ttl: a store failure. A retry is re-entrant.
-			return driver.Tenure{}, kaErr
+			return driver.Tenure{}, nil, err
 		}
 		if resp.Succeeded {
+			s.usedUp(l)
+			if kaErr != nil {
+				// The tenure is on the lease, but the lease may end
+				// before ttl: a store failure. A retry re-enters it.
+				return driver.Tenure{}, nil, kaErr
+			}
 			// A new key: its create revision is the transaction's revision.
 			t := held(name, owner, resp.Header.Revision, start, l.ttl)
 			s.known.remember(t, l.id, l.ttl)
-			return t, nil
+			return t, nil, nil
 		}
-		if inner.GetSucceeded() {
-			// Re-entrant: the key moved onto the new lease; the old one
-			// holds nothing now.
-			prev := inner.Responses[0].GetResponsePut().GetPrevKv()
-			if prev == nil {
-				return driver.Tenure{}, errors.New("etcd returned no previous value for a re-entrant put")
-			}
-			s.revokes.revoke(ctx, clientv3.LeaseID(prev.Lease))
-			t := held(name, owner, prev.CreateRevision, start, l.ttl)
-			s.known.remember(t, l.id, l.ttl)
-			return t, nil
-		}
-		kvs := inner.Responses[0].GetResponseRange().GetKvs()
+		kvs := resp.Responses[0].GetResponseRange().GetKvs()
 		if len(kvs) == 0 {
 			s.unused(ctx, l)
-			return driver.Tenure{}, errors.New("etcd returned no holder for an existing key")
+			return driver.Tenure{}, nil, errors.New("etcd returned no holder for an existing key")
+		}
+		if string(kvs[0].Value) == owner {
+			s.unused(ctx, l)
+			return driver.Tenure{}, kvs[0], nil
 		}
 		t, busy, err := s.holder(ctx, name, kvs[0])
 		if err != nil || busy || attempt+1 == busyRetries {
@@ -120,11 +142,40 @@ func (s *store) Acquire(ctx context.Context, name, owner string, ttl time.Durati
 				// one, about to end.
 				t = driver.Tenure{Name: name, Owner: string(kvs[0].Value), Token: uint64(kvs[0].CreateRevision), Remaining: time.Second}
 			}
-			return t, err
+			return t, nil, err
 		}
 		// The holder's etcd lease ended after the transaction read it:
 		// look again, with the lease already in hand.
 	}
+}
+
+// reenter is Acquire of a name that owner holds already, mine being its
+// key as read: the tenure keeps its Token and its own etcd lease, which a
+// keep-alive restarts, so that it lasts ttl from start. When ttl needs
+// another (whole-second) TTL than that lease was granted, the tenure
+// moves onto a lease of that TTL, as a Renew to another ttl does. ok is
+// false when the tenure ended or moved to another etcd lease meanwhile:
+// Acquire starts again.
+func (s *store) reenter(ctx context.Context, name, owner string, ttl time.Duration, start time.Time, mine *mvccpb.KeyValue) (t driver.Tenure, ok bool, err error) {
+	t = driver.Tenure{Name: name, Owner: owner, Token: uint64(mine.CreateRevision)}
+	if mine.Lease == int64(clientv3.NoLease) {
+		return driver.Tenure{}, false, fmt.Errorf("key %q has no etcd lease: another program writes under the prefix %q", mine.Key, s.prefix)
+	}
+	id := clientv3.LeaseID(mine.Lease)
+	k := s.keepAliveOne(ctx, id)
+	switch {
+	case k.err != nil:
+		return driver.Tenure{}, false, k.err
+	case k.ttl == 0:
+		// The lease ended after the read: the tenure expired, was
+		// released, or moved to another lease.
+		return driver.Tenure{}, false, nil
+	case k.ttl != s.grantedTTL(ttl):
+		return s.move(ctx, t, ttl, start)
+	}
+	t = held(name, owner, mine.CreateRevision, start, k.ttl)
+	s.known.remember(t, id, k.ttl)
+	return t, true, nil
 }
 
 // unused disposes of a lease that no key was put on: back to the pool
@@ -144,22 +195,6 @@ func (s *store) usedUp(l tenureLease) {
 	if l.fromPool {
 		s.pool.usedUp(l.sec)
 	}
-}
-
-// readHolder is Acquire of a name last seen held by another owner: it
-// reads the key (a linearizable read, no raft write) and, if another
-// owner still holds it, returns that holder with busy true. busy is false
-// when the name is free or owner's, or its holder's lease ended while
-// being read: then Acquire goes on to write.
-func (s *store) readHolder(ctx context.Context, name, owner string) (t driver.Tenure, busy bool, err error) {
-	kv, err := s.reads.get(ctx, s.key(name))
-	if err != nil {
-		return driver.Tenure{}, false, err
-	}
-	if kv == nil || string(kv.Value) == owner {
-		return driver.Tenure{}, false, nil
-	}
-	return s.holder(ctx, name, kv)
 }
 
 // holder returns the tenure kv, a key another owner holds, with the time

@@ -14,9 +14,11 @@
 // The Token is the key's create revision: etcd's revision counter is
 // cluster-wide and never goes back (unless the cluster's data is lost or
 // rolled back: see "Restores and wiped data" below), so every new tenure
-// of a name gets a larger Token than all earlier ones. A re-entrant Acquire, and a Renew
-// that changes the TTL, rewrite the existing key, which keeps its create
-// revision; other Renews only keep its etcd lease alive.
+// of a name gets a larger Token than all earlier ones. A re-entrant Acquire
+// keeps the existing key, and its etcd lease alive; a re-entrant Acquire
+// or Renew that changes the TTL rewrites the key onto a lease of that TTL,
+// which keeps its create revision; other Renews only keep its etcd lease
+// alive.
 //
 // Every operation on a tenure is owner-checked: every write is one
 // transaction that compares the key's create revision (the Token) and
@@ -113,7 +115,9 @@
 //
 //	Acquire, free name                  1  Txn + keep-alive; LeaseGrant* (pool refill)
 //	Acquire, free name, pool empty      2  LeaseGrant, then Txn
-//	Acquire, re-entrant                 1  Txn + keep-alive; LeaseRevoke* (old lease), LeaseGrant*
+//	Acquire, re-entrant                 2  Txn + keep-alive, then keep-alive of the
+//	                                       tenure's own lease; no write (another ttl:
+//	                                       then as Renew, another ttl)
 //	Acquire, held by another owner      2  Txn + keep-alive, then LeaseTimeToLive; no write
 //	  again, until the holder's time    2  Range (in a read-only Txn), then LeaseTimeToLive;
 //	    is up                              no raft entry at all
@@ -137,8 +141,8 @@
 // log. etcd refuses to keep an expired lease alive, so Renew never revives
 // an expired tenure. A keep-alive restarts a lease with the TTL it was
 // granted, so a Renew with a ttl that needs another TTL moves the key onto
-// a new etcd lease. No etcd lease outlives its tenure: Release, Renew and
-// re-entrant Acquire revoke the lease they leave behind. The exceptions are
+// a new etcd lease. No etcd lease outlives its tenure: Release and a Renew
+// or re-entrant Acquire to another ttl revoke the lease they leave behind. The exceptions are
 // failures without an answer, where the etcd lease concerned is left to
 // expire after its TTL: revoking a lease that a lost Acquire or Renew may
 // have attached could end a tenure whose holder still trusts its Deadline,

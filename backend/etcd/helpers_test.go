@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"reflect"
 	"slices"
 	"sort"
 	"strconv"
@@ -25,13 +26,15 @@ import (
 // make the reply of the next request of a method get "lost" (the server
 // applies it, the caller sees an error), fail the next request of a
 // method before it is sent, stall a method, or hold requests back to see
-// which ones a call sends before it has any answer (waves).
+// which ones a call sends before it has any answer (waves), or deliver
+// the next request of a method late, after its caller gave up (delayNext).
 type wire struct {
 	mu    sync.Mutex
 	calls map[string]int
 	drop  map[string]int
 	fail  map[string]error
 	stuck map[string]chan struct{}
+	late  map[string]*lateRequest
 
 	// While gated is set, requests of those methods wait for release,
 	// recorded in held.
@@ -70,9 +73,20 @@ func (w *wire) unary(ctx context.Context, method string, req, reply any, cc *grp
 	failure := w.fail[short]
 	delete(w.fail, short)
 	stuck := w.stuck[short]
+	late := w.late[short]
+	delete(w.late, short)
 	w.mu.Unlock()
 	if failure != nil {
 		return failure
+	}
+	if late != nil {
+		late.send = func(ctx context.Context) error {
+			fresh := reflect.New(reflect.TypeOf(reply).Elem()).Interface()
+			return invoker(ctx, method, req, fresh, cc, opts...)
+		}
+		close(late.caught)
+		<-ctx.Done()
+		return status.FromContextError(ctx.Err()).Err()
 	}
 	if err := w.hold(ctx, short); err != nil {
 		return err
@@ -234,6 +248,37 @@ func (w *wire) waves(t testing.TB, op func() error, want ...[]string) error {
 		w.mu.Unlock()
 		t.Fatalf("the call did not return after %d waves (it also sent %v)", len(want), extra)
 		return nil
+	}
+}
+
+// lateRequest is a request that delayNext keeps from etcd until the test
+// delivers it.
+type lateRequest struct {
+	caught chan struct{} // closed once the request was made
+	send   func(context.Context) error
+}
+
+// delayNext makes the next request of method reach etcd late: its caller
+// waits until its context ends and gets the context's error, as from a
+// member stopped with the request in its buffers, and the request is
+// applied only when the test calls deliver, after that. deliver fails if
+// no request of method was made, and otherwise returns etcd's answer to
+// the late request.
+func (w *wire) delayNext(method string) (deliver func(context.Context) error) {
+	late := &lateRequest{caught: make(chan struct{})}
+	w.mu.Lock()
+	if w.late == nil {
+		w.late = map[string]*lateRequest{}
+	}
+	w.late[method] = late
+	w.mu.Unlock()
+	return func(ctx context.Context) error {
+		select {
+		case <-late.caught:
+			return late.send(ctx)
+		default:
+			return status.Errorf(codes.FailedPrecondition, "test: no %s request was made to deliver late", method)
+		}
 	}
 }
 

@@ -194,3 +194,59 @@ func TestReleaseWhoseReplyIsLostIsNotErrLost(t *testing.T) {
 		t.Fatalf("Acquire after the lost reply: %v", err)
 	}
 }
+
+// TestLateAcquireCannotShortenALaterTenure (found by
+// TestClusterFailuresDuringContention, where a member was stopped and
+// resumed): an Acquire whose caller gave up before etcd applied it, and
+// which etcd applies after the same owner acquired the name again, must
+// not touch that later tenure. It once moved the key onto its own etcd
+// lease, granted before it was sent, which ended before the later
+// tenure's Deadline: another owner could take the name while its holder
+// still trusted it.
+func TestLateAcquireCannotShortenALaterTenure(t *testing.T) {
+	ctx := context.Background()
+	l, w := newLocker(t)
+	other := mustNew(t, newClient(t, testEndpoints, nil), WithPrefix(l.Prefix()))
+	name := uniqueName("late-acquire")
+	short := time.Second
+	shortTTL := time.Duration(l.s.grantedTTL(short)) * time.Second // what etcd grants for it
+
+	deliver := w.delayNext("Txn")
+	sent := time.Now()
+	actx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	_, err := l.Acquire(actx, name, "owner-a", short)
+	cancel()
+	if err == nil || errors.Is(err, lease.ErrHeld) {
+		t.Fatalf("Acquire whose transaction is held back = %v; want its context's error", err)
+	}
+	// The same owner acquires again, for long enough to outlast the late
+	// Acquire's etcd lease by far.
+	later, err := l.Acquire(ctx, name, "owner-a", shortTTL+4*time.Second)
+	if err != nil {
+		t.Fatalf("Acquire after the one held back: %v", err)
+	}
+	dctx, dcancel := context.WithTimeout(ctx, 5*time.Second)
+	err = deliver(dctx)
+	dcancel()
+	if err != nil {
+		t.Fatalf("delivering the late transaction: %v", err)
+	}
+	// Wait until the late Acquire's etcd lease has surely ended (etcd
+	// revokes expired leases within about half a second), well before
+	// the later tenure's Deadline.
+	wait := time.Until(sent.Add(shortTTL + 1500*time.Millisecond))
+	if margin := time.Until(later.Deadline) - wait; margin < time.Second {
+		t.Fatalf("test setup: only %s between the check and the later tenure's Deadline", margin)
+	}
+	time.Sleep(wait)
+	got, err := other.Inspect(ctx, name)
+	if err != nil || got.Owner != "owner-a" || got.Token != later.Token {
+		t.Fatalf("%s before the later tenure's Deadline, Inspect = %v, %v; want owner-a's tenure %d", time.Until(later.Deadline).Round(time.Millisecond), got, err, later.Token)
+	}
+	if _, err := other.Acquire(ctx, name, "owner-b", time.Minute); !errors.Is(err, lease.ErrHeld) {
+		t.Fatalf("another owner's Acquire before the Deadline = %v; want ErrHeld", err)
+	}
+	if err := l.Release(ctx, later); err != nil {
+		t.Fatalf("Release of the later tenure: %v", err)
+	}
+}
