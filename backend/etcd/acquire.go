@@ -171,7 +171,7 @@ func (s *store) reenter(ctx context.Context, name, owner string, ttl time.Durati
 		// released, or moved to another lease.
 		return driver.Tenure{}, false, nil
 	case k.ttl != s.grantedTTL(ttl):
-		return s.move(ctx, t, ttl, start)
+		return s.move(ctx, t, ttl, start, id)
 	}
 	t = held(name, owner, mine.CreateRevision, start, k.ttl)
 	s.known.remember(t, id, k.ttl)

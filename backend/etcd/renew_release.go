@@ -63,7 +63,7 @@ func (s *store) Renew(ctx context.Context, t driver.Tenure, ttl time.Duration) (
 		return s.renewSlow(ctx, t, ttl, start)
 	}
 	if l.ttl != want {
-		return s.move(ctx, t, ttl, start)
+		return s.move(ctx, t, ttl, start, l.id)
 	}
 	ka := s.keeper.start(ctx, []clientv3.LeaseID{l.id})
 	kv, err := s.reads.get(ctx, s.key(t.Name))
@@ -136,15 +136,15 @@ func (s *store) renewSlow(ctx context.Context, t driver.Tenure, ttl time.Duratio
 			continue
 		}
 		if k.ttl != s.grantedTTL(ttl) {
-			return s.move(ctx, t, ttl, start)
+			return s.move(ctx, t, ttl, start, id)
 		}
 		renewed := held(t.Name, t.Owner, int64(t.Token), start, k.ttl)
 		s.known.remember(renewed, id, k.ttl)
 		return renewed, true, nil
 	}
 	// Concurrent calls kept moving the tenure between etcd leases: settle
-	// it with one owner-checked transaction.
-	return s.move(ctx, t, ttl, start)
+	// it with owner-checked transactions.
+	return s.move(ctx, t, ttl, start, clientv3.NoLease)
 }
 
 // leaseOf returns the etcd lease of the tenure t, with ok false if the
@@ -164,11 +164,25 @@ func (s *store) leaseOf(ctx context.Context, t driver.Tenure) (id clientv3.Lease
 	return clientv3.LeaseID(kvs[0].Lease), true, nil
 }
 
+// moveRetries is how many times move tries again when the tenure turns
+// out to be on another etcd lease than the one it was read on.
+const moveRetries = 3
+
 // move renews the tenure t for a ttl its etcd lease was not granted: it
 // takes a lease of that ttl (from the pool, kept alive alongside, or
-// granted now) and, in one transaction that checks the tenure is intact,
-// moves the key onto it, then revokes the old lease.
-func (s *store) move(ctx context.Context, t driver.Tenure, ttl time.Duration, start time.Time) (driver.Tenure, bool, error) {
+// granted now) and, in one transaction that checks the tenure is intact
+// and still on from, its etcd lease as last read, moves the key onto it,
+// then revokes from.
+//
+// The check of from makes a move that etcd applies late (its caller gave
+// up, its request waited in a stopped member) fail once the tenure has
+// been moved or renewed onto another lease since: it would otherwise move
+// the tenure back onto a lease kept alive only when the late move was
+// sent, which may end before the Deadline a later call gave the holder.
+// When the tenure is intact on another lease than from (a call of the
+// same owner moved it, or from was not known: clientv3.NoLease), move
+// tries again with that lease.
+func (s *store) move(ctx context.Context, t driver.Tenure, ttl time.Duration, start time.Time, from clientv3.LeaseID) (driver.Tenure, bool, error) {
 	done, err := s.write(ctx)
 	if err != nil {
 		return driver.Tenure{}, false, err
@@ -179,28 +193,40 @@ func (s *store) move(ctx context.Context, t driver.Tenure, ttl time.Duration, st
 		return driver.Tenure{}, false, err
 	}
 	key := s.key(t.Name)
-	resp, kaErr, err := s.commit(ctx, &l, key, s.intact(t),
-		[]clientv3.Op{clientv3.OpPut(key, t.Owner, clientv3.WithLease(l.id), clientv3.WithPrevKV())}, nil)
-	if err != nil {
-		// The new lease is left to expire: the put may have been applied.
+	for attempt := 0; ; attempt++ {
+		resp, kaErr, err := s.commit(ctx, &l, key,
+			append(s.intact(t), clientv3.Compare(clientv3.LeaseValue(key), "=", int64(from))),
+			[]clientv3.Op{clientv3.OpPut(key, t.Owner, clientv3.WithLease(l.id), clientv3.WithPrevKV())},
+			[]clientv3.Op{clientv3.OpGet(key)})
+		if err != nil {
+			// The new lease is left to expire: the put may have been applied.
+			s.usedUp(l)
+			return driver.Tenure{}, false, err
+		}
+		if !resp.Succeeded {
+			kvs := resp.Responses[0].GetResponseRange().GetKvs()
+			if len(kvs) == 1 && isIntact(kvs[0], t) && kvs[0].Lease != int64(from) && attempt+1 < moveRetries {
+				from = clientv3.LeaseID(kvs[0].Lease)
+				continue
+			}
+			s.unused(ctx, l)
+			if len(kvs) == 1 && isIntact(kvs[0], t) {
+				return driver.Tenure{}, false, fmt.Errorf("etcd: the tenure of %q kept moving to other etcd leases while it was renewed to another ttl (concurrent calls of owner %q)", t.Name, t.Owner)
+			}
+			s.known.forget(t)
+			return driver.Tenure{}, false, nil
+		}
 		s.usedUp(l)
-		return driver.Tenure{}, false, err
+		if kaErr != nil {
+			return driver.Tenure{}, false, kaErr
+		}
+		if prev := resp.Responses[0].GetResponsePut().GetPrevKv(); prev != nil {
+			s.revokes.revoke(ctx, clientv3.LeaseID(prev.Lease))
+		}
+		renewed := held(t.Name, t.Owner, int64(t.Token), start, l.ttl)
+		s.known.remember(renewed, l.id, l.ttl)
+		return renewed, true, nil
 	}
-	if !resp.Succeeded {
-		s.unused(ctx, l)
-		s.known.forget(t)
-		return driver.Tenure{}, false, nil
-	}
-	s.usedUp(l)
-	if kaErr != nil {
-		return driver.Tenure{}, false, kaErr
-	}
-	if prev := resp.Responses[0].GetResponsePut().GetPrevKv(); prev != nil {
-		s.revokes.revoke(ctx, clientv3.LeaseID(prev.Lease))
-	}
-	renewed := held(t.Name, t.Owner, int64(t.Token), start, l.ttl)
-	s.known.remember(renewed, l.id, l.ttl)
-	return renewed, true, nil
 }
 
 // Release implements driver.Store.

@@ -250,3 +250,57 @@ func TestLateAcquireCannotShortenALaterTenure(t *testing.T) {
 		t.Fatalf("Release of the later tenure: %v", err)
 	}
 }
+
+// TestLateMoveCannotShortenALaterTenure: a Renew to another ttl moves the
+// tenure onto an etcd lease of that ttl. A move whose caller gave up
+// before etcd applied it, and which etcd applies after a later Renew
+// moved the tenure onto another lease, must fail: it would move the
+// tenure back onto a lease kept alive only when the late move was sent,
+// which ends before the Deadline the later Renew gave the holder.
+func TestLateMoveCannotShortenALaterTenure(t *testing.T) {
+	ctx := context.Background()
+	l, w := newLocker(t)
+	other := mustNew(t, newClient(t, testEndpoints, nil), WithPrefix(l.Prefix()))
+	name := uniqueName("late-move")
+	first := time.Duration(l.s.grantedTTL(time.Second)) * time.Second
+	held, err := l.Acquire(ctx, name, "owner-a", first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := first + time.Second // another etcd lease TTL: a move
+
+	deliver := w.delayNext("Txn")
+	sent := time.Now()
+	rctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	_, err = l.Renew(rctx, held, second)
+	cancel()
+	if err == nil || errors.Is(err, lease.ErrLost) {
+		t.Fatalf("Renew whose move is held back = %v; want its context's error", err)
+	}
+	// The holder renews again, to a ttl that outlasts the late move's
+	// etcd lease by far: the tenure moves onto another lease.
+	later, err := l.Renew(ctx, held, second+5*time.Second)
+	if err != nil {
+		t.Fatalf("Renew after the one held back: %v", err)
+	}
+	dctx, dcancel := context.WithTimeout(ctx, 5*time.Second)
+	err = deliver(dctx)
+	dcancel()
+	if err != nil {
+		t.Fatalf("delivering the late move: %v", err)
+	}
+	// Wait until the late move's etcd lease has surely ended (etcd
+	// revokes expired leases within about half a second).
+	wait := time.Until(sent.Add(second + 1500*time.Millisecond))
+	if margin := time.Until(later.Deadline) - wait; margin < time.Second {
+		t.Fatalf("test setup: only %s between the check and the later tenure's Deadline", margin)
+	}
+	time.Sleep(wait)
+	got, err := other.Inspect(ctx, name)
+	if err != nil || got.Owner != "owner-a" || got.Token != held.Token {
+		t.Fatalf("%s before the renewed tenure's Deadline, Inspect = %v, %v; want owner-a's tenure %d", time.Until(later.Deadline).Round(time.Millisecond), got, err, held.Token)
+	}
+	if err := l.Release(ctx, later); err != nil {
+		t.Fatalf("Release of the renewed tenure: %v", err)
+	}
+}
