@@ -127,6 +127,11 @@
 // MySQL 8 has no INSERT ... RETURNING: there Acquire is the same upsert
 // followed by a read of the row it locked, in one transaction (4 round
 // trips with BEGIN and COMMIT). MariaDB 10.5+ answers in one statement.
+// The upsert refers to the row it would insert as VALUES(col), which
+// MySQL 8.0.20 deprecates: from 8.0.19, by VERSION(), it is written with
+// a row alias instead (INSERT ... VALUES (...) AS new ON DUPLICATE KEY
+// UPDATE, reading new.col and table.col), while MariaDB, which has no
+// row alias, and older or unrecognised versions keep VALUES().
 // Renew on MySQL returns the new expiry through LAST_INSERT_ID(expr).
 // ForceRelease on MySQL is a transaction of two statements.
 //

@@ -46,3 +46,33 @@ func forceNoJSONTable(t testing.TB, l *Locker) {
 	}
 	l.s.noJSONTable = true
 }
+
+// pretendVersion makes l, on a MariaDB server, choose its statements as
+// on a server whose VERSION() is version (chooseByVersion), and send its
+// row-alias upsert as rewrite turns it: MariaDB cannot parse the row
+// alias, so a test of the MySQL 8.0.19+ path on MariaDB passes a rewrite
+// that makes it something MariaDB runs, derived from that statement's
+// text alone. The VALUES() upsert is replaced by one that fails, so that
+// a test on the row-alias path cannot pass by running it. It sets l up
+// first, so that setup does not overwrite the choice; call it before l
+// is shared.
+func pretendVersion(t testing.TB, l *Locker, version string, rewrite func(string) string) {
+	t.Helper()
+	if err := l.s.setup(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	l.s.chooseByVersion(version)
+	l.s.q.acquireUpsertAlias = rewrite(l.s.q.acquireUpsertAlias)
+	if l.s.rowAlias {
+		// go-sql-driver interpolates Acquire's five arguments into the
+		// comment, so the server runs the SIGNAL.
+		l.s.q.acquireUpsert = `SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'the VALUES() upsert ran on the row-alias path' /* ? ? ? ? ? */`
+	}
+}
+
+// rowAlias reports whether l's Acquire sends the row-alias upsert.
+func rowAlias(l *Locker) bool { return l.s.rowAlias }
+
+// setHost makes l record host in the rows its Acquire writes. Call it
+// before l is shared.
+func setHost(l *Locker, host string) { l.s.host = host }

@@ -83,7 +83,8 @@ func (s *store) Acquire(ctx context.Context, name, owner string, ttl time.Durati
 }
 
 // acquireTx is Acquire for MySQL servers without INSERT ... RETURNING: the
-// upsert, then a read of the row it locked, in one transaction.
+// upsert (with a row alias on MySQL 8.0.19 and later), then a read of the
+// row it locked, in one transaction.
 func (s *store) acquireTx(ctx context.Context, name, owner string, ttl time.Duration, gotOwner *string, token, exp, nowMs, acq *int64) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -91,7 +92,11 @@ func (s *store) acquireTx(ctx context.Context, name, owner string, ttl time.Dura
 	}
 	defer tx.Rollback() //nolint:errcheck // after Commit it is a no-op
 	k := key(name)
-	if _, err := tx.ExecContext(ctx, s.q.acquireUpsert, k, []byte(name), owner, ttlMillis(ttl), s.host); err != nil {
+	upsert := s.q.acquireUpsert
+	if s.rowAlias {
+		upsert = s.q.acquireUpsertAlias
+	}
+	if _, err := tx.ExecContext(ctx, upsert, k, []byte(name), owner, ttlMillis(ttl), s.host); err != nil {
 		return err
 	}
 	if err := tx.QueryRowContext(ctx, s.q.acquireRead, k).Scan(gotOwner, token, exp, nowMs, acq); err != nil {

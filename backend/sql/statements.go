@@ -38,11 +38,12 @@ type queries struct {
 	renewBatch string
 
 	// MySQL only.
-	acquireUpsert  string // acquire without RETURNING, for MySQL 8
-	acquireRead    string // key -> owner, token, expires_at, now, acquired_at
-	forceSelect    string // key -> owner, token, now, acquired_at (locks the row)
-	forceUpdate    string // key, token -> rows affected
-	renewBatchRead string // batch document -> index, expires_at of the rows that match a tenure
+	acquireUpsert      string // acquire without RETURNING, for MySQL 8
+	acquireUpsertAlias string // acquireUpsert with a row alias, not VALUES(), for MySQL 8.0.19+
+	acquireRead        string // key -> owner, token, expires_at, now, acquired_at
+	forceSelect        string // key -> owner, token, now, acquired_at (locks the row)
+	forceUpdate        string // key, token -> rows affected
+	renewBatchRead     string // batch document -> index, expires_at of the rows that match a tenure
 }
 
 // nowExpr is each dialect's "now" in epoch milliseconds by the database's
@@ -74,7 +75,7 @@ func buildQueries(d Dialect, table string) *queries {
 	// {NOTIFY} brings these in.
 	r2 := strings.NewReplacer("{CHANNEL}", quoteLiteral(channel), "{CLASS}", strconv.Itoa(int(class)))
 	for _, s := range []*string{&q.acquire, &q.renew, &q.release, &q.inspect, &q.list, &q.listAll,
-		&q.forceRelease, &q.cleanup, &q.acquireUpsert, &q.acquireRead, &q.forceSelect, &q.forceUpdate,
+		&q.forceRelease, &q.cleanup, &q.acquireUpsert, &q.acquireUpsertAlias, &q.acquireRead, &q.forceSelect, &q.forceUpdate,
 		&q.renewBatch, &q.renewBatchRead} {
 		*s = r2.Replace(r.Replace(*s))
 	}

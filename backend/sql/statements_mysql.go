@@ -17,6 +17,25 @@ ON DUPLICATE KEY UPDATE
 	owner       = IF(expires_at <= VALUES(acquired_at), VALUES(owner), owner),
 	expires_at  = IF(expires_at <= VALUES(acquired_at) OR owner = VALUES(owner), VALUES(expires_at), expires_at)`
 
+// mysqlAcquireUpsertAlias is mysqlAcquireUpsert for MySQL 8.0.19 and
+// later (store.rowAlias), which deprecate VALUES() in ON DUPLICATE KEY
+// UPDATE (since 8.0.20) for a row alias: the inserted row is named new,
+// and each VALUES(col) is new.col. The alias's columns have the table's
+// names, so every read of the existing row is qualified with the table
+// ({T}.col) and no name is left to resolve either way; the assigned
+// columns on the left are the table's by definition, as in the manual's
+// examples. MariaDB has no row alias and keeps mysqlAcquireUpsert. The
+// two say the same thing, line for line: TestMySQLRowAliasStatement
+// turns this one back into the other and requires the same text.
+const mysqlAcquireUpsertAlias = `INSERT INTO {T} (lease_key, name, owner, token, acquired_at, expires_at, host)
+VALUES (?, ?, ?, {NOW}*1000, {NOW}, {NOW} + ?, ?) AS new
+ON DUPLICATE KEY UPDATE
+	token       = IF({T}.expires_at <= new.acquired_at, GREATEST({T}.token + 1, new.token), {T}.token),
+	acquired_at = IF({T}.expires_at <= new.acquired_at, new.acquired_at, {T}.acquired_at),
+	host        = IF({T}.expires_at <= new.acquired_at, new.host, {T}.host),
+	owner       = IF({T}.expires_at <= new.acquired_at, new.owner, {T}.owner),
+	expires_at  = IF({T}.expires_at <= new.acquired_at OR {T}.owner = new.owner, new.expires_at, {T}.expires_at)`
+
 // mysqlBatchTable is the batch document (batch.go) as a table. owner is
 // at most 255 bytes, so at most 255 characters.
 const mysqlBatchTable = `JSON_TABLE(?, '$[*]' COLUMNS(
@@ -35,8 +54,10 @@ RETURNING owner, token, expires_at, {NOW}, acquired_at`,
 
 	// MySQL 8 has no RETURNING: the upsert, then this read of the row it
 	// locked, in one transaction.
-	acquireUpsert: mysqlAcquireUpsert,
-	acquireRead:   `SELECT owner, token, expires_at, {NOW}, acquired_at FROM {T} WHERE lease_key = ?`,
+	// MySQL 8.0.19 and later run the same upsert with a row alias.
+	acquireUpsert:      mysqlAcquireUpsert,
+	acquireUpsertAlias: mysqlAcquireUpsertAlias,
+	acquireRead:        `SELECT owner, token, expires_at, {NOW}, acquired_at FROM {T} WHERE lease_key = ?`,
 
 	// Args: ttl ms, key, owner, token. MySQL has no UPDATE ... RETURNING:
 	// LAST_INSERT_ID(expr) hands the new expiry back in the OK packet, and

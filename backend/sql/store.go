@@ -42,6 +42,10 @@ type store struct {
 	// MySQL 8.0.4 and MariaDB 10.6): RenewBatch then renews one tenure
 	// at a time.
 	noJSONTable bool
+	// rowAlias is set on MySQL 8.0.19 and later: Acquire's upsert names
+	// the inserted row (acquireUpsertAlias) instead of using VALUES(),
+	// which 8.0.20 deprecates. Never on MariaDB, which has no row alias.
+	rowAlias bool
 	// acquireSlots bounds the Acquires in flight at once to fewer than
 	// the pool's connections (nil: no bound), so that renewals and
 	// releases never wait for a connection behind a burst of Acquires:
@@ -104,8 +108,7 @@ func (s *store) prepare(ctx context.Context) error {
 		}); err != nil {
 			return fmt.Errorf("asking the server version: %w", err)
 		}
-		s.noReturning = !mariaDBReturning(version)
-		s.noJSONTable = !mysqlJSONTable(version)
+		s.chooseByVersion(version)
 	}
 	t, err := s.lookup(ctx)
 	if err != nil {
@@ -242,6 +245,36 @@ FROM information_schema.tables WHERE table_schema = COALESCE(?, DATABASE()) AND 
 		return e, nil
 	}
 	return e, fmt.Errorf("unknown dialect %v", s.dialect)
+}
+
+// chooseByVersion sets the choices a MySQL-dialect server's VERSION()
+// makes: whether Acquire takes a transaction, how RenewBatch renews, and
+// which form of the upsert Acquire sends.
+func (s *store) chooseByVersion(version string) {
+	s.noReturning = !mariaDBReturning(version)
+	s.noJSONTable = !mysqlJSONTable(version)
+	// MySQL refuses a row alias that is the table's name (both are
+	// names of rows in the statement), so a table called new keeps
+	// VALUES().
+	_, name := splitTable(s.table)
+	s.rowAlias = mysqlRowAlias(version) && !strings.EqualFold(name, "new")
+}
+
+// mysqlRowAlias reports whether a MySQL-dialect server's VERSION() names
+// MySQL 8.0.19 or later, which can name the inserted row of INSERT ... ON
+// DUPLICATE KEY UPDATE (AS new) instead of VALUES(). MariaDB, of any
+// version, cannot; neither can a version this does not read as
+// major.minor.patch, which keeps VALUES(), deprecated but run by every
+// version.
+func mysqlRowAlias(version string) bool {
+	if strings.Contains(strings.ToLower(version), "mariadb") {
+		return false
+	}
+	var major, minor, patch int
+	if n, _ := fmt.Sscanf(version, "%d.%d.%d", &major, &minor, &patch); n < 3 {
+		return false
+	}
+	return major > 8 || (major == 8 && (minor > 0 || patch >= 19))
 }
 
 // mariaDBReturning reports whether a MySQL-dialect server's VERSION()
