@@ -42,6 +42,7 @@ var brokenModes = map[string]string{
 	"racy-acquire":                 "concurrent acquires on a free name: exactly one wins",
 	"batch-revives-expired":        "a batch of renewals gives each tenure the answer Renew would",
 	"watch-never-wakes":            "a watch wakes when the name is released or force-released",
+	"watch-local-only":             "a watch wakes when another locker releases or force-releases the name",
 }
 
 func toyHarness(mode string) conformance.Harness {
@@ -133,6 +134,18 @@ type toyTenure struct {
 type toy struct {
 	*toyStore
 	closed atomic.Bool
+	// own holds this Locker's watches in mode watch-local-only, where a
+	// Release wakes only the watches of the Locker it went through.
+	own sync.Map
+}
+
+// watchesOf is where the toy keeps its watches: the store's, or in mode
+// watch-local-only its own.
+func (l *toy) watchesOf() *sync.Map {
+	if l.is("watch-local-only") {
+		return &l.own
+	}
+	return &l.watches
 }
 
 func (s *toyStore) is(mode string) bool { return s.mode == mode }
@@ -309,7 +322,7 @@ func (l *toy) Release(ctx context.Context, held lease.Lease) error {
 		return lease.ErrLost
 	}
 	delete(l.leases, l.key(held.Name))
-	if c, ok := l.watches.Load(held.Name); ok && !l.is("watch-never-wakes") {
+	if c, ok := l.watchesOf().Load(held.Name); ok && !l.is("watch-never-wakes") {
 		select {
 		case c.(chan struct{}) <- struct{}{}:
 		default:
@@ -364,11 +377,13 @@ func (l *toy) RenewBatch(ctx context.Context, reqs []lease.RenewRequest) []lease
 }
 
 // Watch keeps one watch per name, woken by Release (but not in mode
-// watch-never-wakes).
+// watch-never-wakes, and only through the same Locker in mode
+// watch-local-only).
 func (l *toy) Watch(ctx context.Context, name string) (lease.Watch, error) {
 	c := make(chan struct{}, 1)
-	l.watches.Store(name, c)
-	return toyWatch{c: c, stop: func() { l.watches.CompareAndDelete(name, c) }}, nil
+	watches := l.watchesOf()
+	watches.Store(name, c)
+	return toyWatch{c: c, stop: func() { watches.CompareAndDelete(name, c) }}, nil
 }
 
 type toyWatch struct {

@@ -87,6 +87,7 @@ var cases = []testCase{
 	{name: "list returns the held tenures under a prefix in name order", contract: "lister", fn: listUnderPrefix},
 	{name: "force release ends any tenure and keeps token order", contract: "force-release", fn: forceRelease},
 	{name: "a watch wakes when the name is released or force-released", contract: "waiter", fn: watchWakesOnRelease},
+	{name: "a watch wakes when another locker releases or force-releases the name", contract: "waiter", fn: watchWakesOnAnotherLockersRelease},
 	{name: "queued waiters get a free name in arrival order", contract: "fair", fn: fairQueueOrder},
 	{name: "a waiter that gives up or lets its place expire holds up no one", contract: "fair", fn: fairPlaceExpires, waits: 1},
 	// lease.Run over the store.

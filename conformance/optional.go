@@ -80,12 +80,26 @@ func forceRelease(t testing.TB, s *suite) {
 // released or force-released, and a stopped watch can be stopped again.
 func watchWakesOnRelease(t testing.TB, s *suite) {
 	l := s.locker(t)
+	watchWakes(t, s, l, l, "watch")
+}
+
+// watchWakesOnAnotherLockersRelease: a watch on a name wakes when another
+// Locker on the store (another process) releases or force-releases its
+// tenure, which is what waiting woken by the store is for.
+func watchWakesOnAnotherLockersRelease(t testing.TB, s *suite) {
+	watchWakes(t, s, s.locker(t), s.locker(t), "watch-other")
+}
+
+// watchWakes watches a name on l and checks that it wakes when other
+// (l itself, or another Locker) releases and force-releases the name's
+// tenure.
+func watchWakes(t testing.TB, s *suite, l, other lease.Locker, label string) {
 	w, ok := l.(lease.Waiter)
 	if !ok {
 		t.Skip("the Locker does not implement lease.Waiter")
 	}
 	ctx := t.Context()
-	name := s.name("watch")
+	name := s.name(label)
 	watch, err := w.Watch(ctx, name)
 	if errors.Is(err, errors.ErrUnsupported) {
 		t.Skip("the store cannot watch: ", err)
@@ -111,14 +125,14 @@ func watchWakesOnRelease(t testing.TB, s *suite) {
 			t.Fatalf("the watch on %q did not wake within 5s of %s", name, what)
 		}
 	}
-	held, _ := s.acquire(t, l, name, "owner-a", long)
+	held, _ := s.acquire(t, other, name, "owner-a", long)
 	drain() // an Acquire may wake it too: wake-ups are hints
-	if err := l.Release(ctx, held); err != nil {
+	if err := other.Release(ctx, held); err != nil {
 		failCall(t, "Release", err)
 	}
 	wake("a Release")
-	if fr, ok := l.(lease.ForceReleaser); ok {
-		s.acquire(t, l, name, "owner-b", long)
+	if fr, ok := other.(lease.ForceReleaser); ok {
+		s.acquire(t, other, name, "owner-b", long)
 		drain()
 		if _, err := fr.ForceRelease(ctx, name); err != nil && !errors.Is(err, errors.ErrUnsupported) {
 			failCall(t, "ForceRelease", err)
