@@ -225,29 +225,35 @@ func TestLateAcquireCannotShortenALaterTenure(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Acquire after the one held back: %v", err)
 	}
-	dctx, dcancel := context.WithTimeout(ctx, 5*time.Second)
-	err = deliver(dctx)
-	dcancel()
-	if err != nil {
-		t.Fatalf("delivering the late transaction: %v", err)
+	afterLateWrite(t, deliver, other, later, sent.Add(shortTTL))
+	if err := l.Release(ctx, later); err != nil {
+		t.Fatalf("Release of the later tenure: %v", err)
 	}
-	// Wait until the late Acquire's etcd lease has surely ended (etcd
-	// revokes expired leases within about half a second), well before
-	// the later tenure's Deadline.
-	wait := time.Until(sent.Add(shortTTL + 1500*time.Millisecond))
+}
+
+// afterLateWrite delivers a write held back by delayNext, waits until the
+// etcd lease it would have put the tenure on has surely ended (ends, and
+// etcd revokes expired leases within about half a second), and checks
+// that the later tenure is still held, as its Deadline promises, and
+// refused to another owner.
+func afterLateWrite(t *testing.T, deliver func(context.Context) error, other *Locker, later lease.Lease, lateLeaseEnds time.Time) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := deliver(ctx); err != nil {
+		t.Fatalf("delivering the late write: %v", err)
+	}
+	wait := time.Until(lateLeaseEnds.Add(1500 * time.Millisecond))
 	if margin := time.Until(later.Deadline) - wait; margin < time.Second {
 		t.Fatalf("test setup: only %s between the check and the later tenure's Deadline", margin)
 	}
 	time.Sleep(wait)
-	got, err := other.Inspect(ctx, name)
-	if err != nil || got.Owner != "owner-a" || got.Token != later.Token {
-		t.Fatalf("%s before the later tenure's Deadline, Inspect = %v, %v; want owner-a's tenure %d", time.Until(later.Deadline).Round(time.Millisecond), got, err, later.Token)
+	got, err := other.Inspect(ctx, later.Name)
+	if err != nil || got.Owner != later.Owner || got.Token != later.Token {
+		t.Fatalf("%s before the later tenure's Deadline, Inspect = %v, %v; want %s's tenure %d", time.Until(later.Deadline).Round(time.Millisecond), got, err, later.Owner, later.Token)
 	}
-	if _, err := other.Acquire(ctx, name, "owner-b", time.Minute); !errors.Is(err, lease.ErrHeld) {
+	if _, err := other.Acquire(ctx, later.Name, "owner-b", time.Minute); !errors.Is(err, lease.ErrHeld) {
 		t.Fatalf("another owner's Acquire before the Deadline = %v; want ErrHeld", err)
-	}
-	if err := l.Release(ctx, later); err != nil {
-		t.Fatalf("Release of the later tenure: %v", err)
 	}
 }
 
@@ -283,23 +289,7 @@ func TestLateMoveCannotShortenALaterTenure(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Renew after the one held back: %v", err)
 	}
-	dctx, dcancel := context.WithTimeout(ctx, 5*time.Second)
-	err = deliver(dctx)
-	dcancel()
-	if err != nil {
-		t.Fatalf("delivering the late move: %v", err)
-	}
-	// Wait until the late move's etcd lease has surely ended (etcd
-	// revokes expired leases within about half a second).
-	wait := time.Until(sent.Add(second + 1500*time.Millisecond))
-	if margin := time.Until(later.Deadline) - wait; margin < time.Second {
-		t.Fatalf("test setup: only %s between the check and the later tenure's Deadline", margin)
-	}
-	time.Sleep(wait)
-	got, err := other.Inspect(ctx, name)
-	if err != nil || got.Owner != "owner-a" || got.Token != held.Token {
-		t.Fatalf("%s before the renewed tenure's Deadline, Inspect = %v, %v; want owner-a's tenure %d", time.Until(later.Deadline).Round(time.Millisecond), got, err, held.Token)
-	}
+	afterLateWrite(t, deliver, other, later, sent.Add(second))
 	if err := l.Release(ctx, later); err != nil {
 		t.Fatalf("Release of the renewed tenure: %v", err)
 	}
