@@ -23,7 +23,12 @@
 //     that name has had on that store.
 //  2. Acquire is re-entrant: by the owner that holds an unexpired tenure it
 //     succeeds with the same Token and moves expiry to now+ttl, so retrying
-//     after an ambiguous network failure is safe.
+//     after an ambiguous network failure is safe. One exception, on the
+//     Lockers of this module: a tenure whose Release failed without an
+//     answer through the same Locker is not re-entered, since that Release
+//     may still be applied late and end it under its holder; Acquire ends
+//     it with a Release of its own and starts a new tenure, with a larger
+//     Token.
 //  3. When another owner holds an unexpired tenure, Acquire returns an
 //     error matching ErrHeld; errors.As gives a *HeldError with the holder
 //     and the remaining time.

@@ -16,7 +16,10 @@ type Locker interface {
 	// Acquire starts a tenure of name for owner lasting ttl, or, when owner
 	// already holds an unexpired tenure of name, extends it to now+ttl and
 	// returns it with the same Token (re-entrancy: retrying an Acquire whose
-	// outcome was lost in the network is safe).
+	// outcome was lost in the network is safe). A tenure whose Release
+	// through the same Locker failed without an answer is not re-entered:
+	// that Release may be applied late, so Acquire ends the tenure and
+	// starts a new one, with a larger Token.
 	//
 	// When another owner holds name it returns an error matching ErrHeld,
 	// whose *HeldError says who holds it and for how long.

@@ -35,6 +35,9 @@ type Locker struct {
 	prefix string
 	store  Store
 	closed atomic.Bool
+	// doubts are the tenures whose Release failed without an answer;
+	// Acquire does not re-enter them (see doubts).
+	doubts doubts
 }
 
 var (
@@ -64,19 +67,46 @@ func (l *Locker) Acquire(ctx context.Context, name, owner string, ttl time.Durat
 	if err := l.begin(ctx); err != nil {
 		return lease.Lease{}, l.fail(ctx, op, name, err)
 	}
-	start := time.Now()
-	t, err := l.store.Acquire(ctx, name, owner, ttl)
-	if err != nil {
-		return lease.Lease{}, l.fail(ctx, op, name, err)
-	}
-	if t.Owner != owner {
-		if t.Owner == "" {
-			return lease.Lease{}, l.fail(ctx, op, name, errors.New("the store reported a holder without an owner"))
-		}
-		return lease.Lease{}, &lease.HeldError{Name: name, Owner: t.Owner, Remaining: max(t.Remaining, time.Millisecond)}
-	}
-	return l.held(ctx, op, name, owner, t, start, ttl)
+	return l.acquire(ctx, op, name, owner, ttl, func() (Tenure, error) {
+		return l.store.Acquire(ctx, name, owner, ttl)
+	})
 }
+
+// acquire runs an acquisition (a Store's Acquire or AcquireQueued) and
+// turns its tenure into the holder's Lease or a HeldError. When it
+// re-entered a tenure of owner whose Release is in doubt (see doubts), it
+// ends that tenure with a Release whose answer it waits for, and
+// acquires again, so that the caller gets a new tenure, with a new token,
+// that the late Release cannot end.
+func (l *Locker) acquire(ctx context.Context, op, name, owner string, ttl time.Duration, acquire func() (Tenure, error)) (lease.Lease, error) {
+	for range maxSettles {
+		start := time.Now()
+		t, err := acquire()
+		if err != nil {
+			return lease.Lease{}, l.fail(ctx, op, name, err)
+		}
+		if t.Owner != owner {
+			if t.Owner == "" {
+				return lease.Lease{}, l.fail(ctx, op, name, errors.New("the store reported a holder without an owner"))
+			}
+			return lease.Lease{}, &lease.HeldError{Name: name, Owner: t.Owner, Remaining: max(t.Remaining, time.Millisecond)}
+		}
+		k := doubtKey{name: name, owner: owner, token: t.Token}
+		if !l.doubts.has(k) {
+			return l.held(ctx, op, name, owner, t, start, ttl)
+		}
+		t.Name, t.Owner = name, owner
+		if _, err := l.store.Release(ctx, t); err != nil {
+			return lease.Lease{}, l.fail(ctx, op, name, fmt.Errorf("end token %d, whose earlier Release failed without an answer, before acquiring anew: %w", t.Token, err))
+		}
+		l.doubts.clear(k)
+	}
+	return lease.Lease{}, l.fail(ctx, op, name, fmt.Errorf("owner %q re-entered tenures whose Release failed without an answer %d times in a row", owner, maxSettles))
+}
+
+// maxSettles bounds the tenures in doubt one Acquire ends before it gives
+// up (see acquire).
+const maxSettles = 3
 
 // Renew implements lease.Locker.
 func (l *Locker) Renew(ctx context.Context, ls lease.Lease, ttl time.Duration) (lease.Lease, error) {
@@ -113,8 +143,10 @@ func (l *Locker) Release(ctx context.Context, ls lease.Lease) error {
 	}
 	ok, err := l.store.Release(ctx, tenureOf(ls))
 	if err != nil {
+		l.doubts.add(ls)
 		return l.fail(ctx, op, ls.Name, err)
 	}
+	l.doubts.clear(keyOfLease(ls))
 	if !ok {
 		return l.lost(op, ls)
 	}
@@ -211,18 +243,9 @@ func (l *Locker) AcquireQueued(ctx context.Context, name, owner string, ttl, pla
 	if err := l.begin(ctx); err != nil {
 		return lease.Lease{}, l.fail(ctx, op, name, err)
 	}
-	start := time.Now()
-	t, err := s.AcquireQueued(ctx, name, owner, ttl, place)
-	if err != nil {
-		return lease.Lease{}, l.fail(ctx, op, name, err)
-	}
-	if t.Owner != owner {
-		if t.Owner == "" {
-			return lease.Lease{}, l.fail(ctx, op, name, errors.New("the store reported a holder without an owner"))
-		}
-		return lease.Lease{}, &lease.HeldError{Name: name, Owner: t.Owner, Remaining: max(t.Remaining, time.Millisecond)}
-	}
-	return l.held(ctx, op, name, owner, t, start, ttl)
+	return l.acquire(ctx, op, name, owner, ttl, func() (Tenure, error) {
+		return s.AcquireQueued(ctx, name, owner, ttl, place)
+	})
 }
 
 // Dequeue implements lease.FairAcquirer through the Store's FairAcquirer,

@@ -294,3 +294,50 @@ func TestLateMoveCannotShortenALaterTenure(t *testing.T) {
 		t.Fatalf("Release of the renewed tenure: %v", err)
 	}
 }
+
+// TestLateReleaseCannotEndAReenteredTenure: a Release whose caller gave up
+// before etcd applied it, followed by an Acquire of the same owner, which
+// once re-entered the tenure (same token, a fresh Deadline), and then the
+// late Release ended it under its holder: another owner took the name
+// (TestClusterFailuresDuringContention, a Release sent to a stopped member
+// and applied when it resumed). The Acquire must get a new tenure instead.
+func TestLateReleaseCannotEndAReenteredTenure(t *testing.T) {
+	ctx := context.Background()
+	l, w := newLocker(t)
+	other := mustNew(t, newClient(t, testEndpoints, nil), WithPrefix(l.Prefix()))
+	name := uniqueName("late-release")
+	first, err := l.Acquire(ctx, name, "owner-a", 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deliver := w.delayNext("Txn")
+	rctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	err = l.Release(rctx, first)
+	cancel()
+	if err == nil || errors.Is(err, lease.ErrLost) {
+		t.Fatalf("Release whose transaction is held back = %v; want its context's error", err)
+	}
+	later, err := l.Acquire(ctx, name, "owner-a", 5*time.Second)
+	if err != nil {
+		t.Fatalf("Acquire after the Release held back: %v", err)
+	}
+	if later.Token <= first.Token {
+		t.Fatalf("Acquire after a Release in doubt re-entered token %d; want a new tenure", later.Token)
+	}
+	dctx, dcancel := context.WithTimeout(ctx, 5*time.Second)
+	err = deliver(dctx)
+	dcancel()
+	if err != nil {
+		t.Fatalf("delivering the late Release: %v", err)
+	}
+	got, err := other.Inspect(ctx, name)
+	if err != nil || got.Owner != "owner-a" || got.Token != later.Token {
+		t.Fatalf("after the late Release, Inspect = %v, %v; want owner-a's tenure %d", got, err, later.Token)
+	}
+	if _, err := other.Acquire(ctx, name, "owner-b", time.Minute); !errors.Is(err, lease.ErrHeld) {
+		t.Fatalf("another owner's Acquire after the late Release = %v; want ErrHeld", err)
+	}
+	if err := l.Release(ctx, later); err != nil {
+		t.Fatalf("Release of the later tenure: %v", err)
+	}
+}
