@@ -2,6 +2,7 @@ package driver
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/leasekit/lease"
@@ -21,6 +22,7 @@ import (
 // the tenure has surely expired unless re-entered (doubtFor after its
 // Deadline); the map holds at most maxDoubts.
 type doubts struct {
+	n  atomic.Int64 // len(m), read without mu: Acquire's fast path
 	mu sync.Mutex
 	m  map[doubtKey]time.Time // until when the doubt matters
 }
@@ -71,23 +73,32 @@ func (d *doubts) add(ls lease.Lease) {
 		}
 	}
 	d.m[keyOfLease(ls)] = until
+	d.n.Store(int64(len(d.m)))
 }
 
 // clear forgets the doubt about the tenure k: a Release of it got an
 // answer, or it ended.
 func (d *doubts) clear(k doubtKey) {
+	if d.n.Load() == 0 {
+		return
+	}
 	d.mu.Lock()
 	delete(d.m, k)
+	d.n.Store(int64(len(d.m)))
 	d.mu.Unlock()
 }
 
 // has reports whether a Release of the tenure k may still be applied.
 func (d *doubts) has(k doubtKey) bool {
+	if d.n.Load() == 0 {
+		return false
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	until, ok := d.m[k]
 	if ok && time.Now().After(until) {
 		delete(d.m, k)
+		d.n.Store(int64(len(d.m)))
 		return false
 	}
 	return ok
