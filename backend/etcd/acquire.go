@@ -162,6 +162,9 @@ func (s *store) reenter(ctx context.Context, name, owner string, ttl time.Durati
 		return driver.Tenure{}, false, fmt.Errorf("key %q has no etcd lease: another program writes under the prefix %q", mine.Key, s.prefix)
 	}
 	id := clientv3.LeaseID(mine.Lease)
+	if s.known.isUnsettled(t) {
+		return s.move(ctx, t, ttl, start, id) // see move
+	}
 	k := s.keepAliveOne(ctx, id)
 	switch {
 	case k.err != nil:

@@ -71,6 +71,9 @@ func (s *store) RenewBatch(ctx context.Context, items []driver.RenewItem) ([]dri
 	for i, it := range items {
 		t, kv := it.Tenure, kvs[i]
 		switch {
+		case s.known.isUnsettled(t):
+			// A move of it failed without an answer: Renew moves it.
+			singles = append(singles, i)
 		case errs[i] != nil:
 			out[i].Err = errs[i]
 		case !isIntact(kv, t):

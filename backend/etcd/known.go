@@ -2,6 +2,7 @@ package etcdlease
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/leasekit/lease/driver"
@@ -16,6 +17,11 @@ type known struct {
 	leases  map[tenureKey]leaseOf
 	sweepAt int
 	busy    map[string]time.Time
+	// unsettled are the tenures that a move onto another etcd lease
+	// failed without an answer for, until a move of them succeeds (see
+	// move); nunsettled is its size, read without mu.
+	unsettled  map[tenureKey]time.Time
+	nunsettled atomic.Int64
 }
 
 // tenureKey identifies a tenure as a Renew or Release names it.
@@ -79,6 +85,67 @@ func (k *known) forget(t driver.Tenure) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	delete(k.leases, keyOf(t))
+	k.settle(t)
+}
+
+// unsettledMax bounds the tenures remembered as unsettled; past it, those
+// whose Expires has passed are dropped first, then any.
+const unsettledMax = 4096
+
+// unsettle records that a move of t failed without an answer: it may
+// still be applied, moving t onto a lease kept alive only when it was
+// sent. Until a move of t succeeds, renewals of t move it (see move).
+func (k *known) unsettle(t driver.Tenure) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.unsettled == nil {
+		k.unsettled = map[tenureKey]time.Time{}
+	}
+	if len(k.unsettled) >= unsettledMax {
+		now := time.Now()
+		for key, exp := range k.unsettled {
+			if now.After(exp) {
+				delete(k.unsettled, key)
+			}
+		}
+		for key := range k.unsettled {
+			if len(k.unsettled) < unsettledMax {
+				break
+			}
+			delete(k.unsettled, key)
+		}
+	}
+	k.unsettled[keyOf(t)] = t.Expires.Add(time.Minute)
+	k.nunsettled.Store(int64(len(k.unsettled)))
+}
+
+// isUnsettled reports whether a move of t failed without an answer and
+// no move of t has succeeded since.
+func (k *known) isUnsettled(t driver.Tenure) bool {
+	if k.nunsettled.Load() == 0 {
+		return false
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	_, ok := k.unsettled[keyOf(t)]
+	return ok
+}
+
+// settled records that a move of t succeeded (or that t ended). k.mu is
+// held.
+func (k *known) settle(t driver.Tenure) {
+	if k.nunsettled.Load() == 0 {
+		return
+	}
+	delete(k.unsettled, keyOf(t))
+	k.nunsettled.Store(int64(len(k.unsettled)))
+}
+
+// settled records that a move of t succeeded.
+func (k *known) settled(t driver.Tenure) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.settle(t)
 }
 
 // heldUntil records that another owner holds name, with about d left.

@@ -59,6 +59,11 @@ func (s *store) Renew(ctx context.Context, t driver.Tenure, ttl time.Duration) (
 	start := time.Now()
 	want := s.grantedTTL(ttl)
 	l, ok := s.known.lease(t)
+	if s.known.isUnsettled(t) {
+		// A move that failed without an answer may still be applied: a
+		// move onto a fresh lease makes it fail for good (see move).
+		return s.move(ctx, t, ttl, start, l.id)
+	}
 	if !ok {
 		return s.renewSlow(ctx, t, ttl, start)
 	}
@@ -182,6 +187,14 @@ const moveRetries = 3
 // When the tenure is intact on another lease than from (a call of the
 // same owner moved it, or from was not known: clientv3.NoLease), move
 // tries again with that lease.
+//
+// A move that fails without an answer may still be applied, and it would
+// then move the tenure onto a lease kept alive only when it was sent,
+// while the holder goes on renewing the old one: the tenure is marked
+// unsettled, and its next renewal is a move too, whatever the ttl. Every
+// move compares the lease the tenure is on, and a successful one puts it
+// on a lease that no earlier move named, so once one succeeds, no move
+// sent before it can ever be applied.
 func (s *store) move(ctx context.Context, t driver.Tenure, ttl time.Duration, start time.Time, from clientv3.LeaseID) (driver.Tenure, bool, error) {
 	done, err := s.write(ctx)
 	if err != nil {
@@ -199,8 +212,10 @@ func (s *store) move(ctx context.Context, t driver.Tenure, ttl time.Duration, st
 			[]clientv3.Op{clientv3.OpPut(key, t.Owner, clientv3.WithLease(l.id), clientv3.WithPrevKV())},
 			[]clientv3.Op{clientv3.OpGet(key)})
 		if err != nil {
-			// The new lease is left to expire: the put may have been applied.
+			// The new lease is left to expire: the put may have been
+			// applied, or may be later.
 			s.usedUp(l)
+			s.known.unsettle(t)
 			return driver.Tenure{}, false, err
 		}
 		if !resp.Succeeded {
@@ -217,6 +232,7 @@ func (s *store) move(ctx context.Context, t driver.Tenure, ttl time.Duration, st
 			return driver.Tenure{}, false, nil
 		}
 		s.usedUp(l)
+		s.known.settled(t)
 		if kaErr != nil {
 			return driver.Tenure{}, false, kaErr
 		}

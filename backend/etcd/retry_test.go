@@ -341,3 +341,59 @@ func TestLateReleaseCannotEndAReenteredTenure(t *testing.T) {
 		t.Fatalf("Release of the later tenure: %v", err)
 	}
 }
+
+// TestLateMoveAfterRenewalsWithTheOldTTL: a Renew to another ttl whose
+// move fails without an answer, then Renews with the old ttl, which keep
+// the tenure on its old lease. The late move, applied after them, would
+// move the tenure onto its own lease, kept alive only when it was sent,
+// which ends before the Deadline those Renews gave. The first Renew after
+// the failed move must settle it: move the tenure onto a fresh lease,
+// which no move sent before can name.
+func TestLateMoveAfterRenewalsWithTheOldTTL(t *testing.T) {
+	// Renewals one at a time, and through RenewBatch, as lease.Run's
+	// renewer sends them.
+	for _, batch := range []bool{false, true} {
+		t.Run(map[bool]string{false: "Renew", true: "RenewBatch"}[batch], func(t *testing.T) {
+			lateMoveAfterRenewals(t, batch)
+		})
+	}
+}
+
+func lateMoveAfterRenewals(t *testing.T, batch bool) {
+	ctx := context.Background()
+	l, w := newLocker(t)
+	other := mustNew(t, newClient(t, testEndpoints, nil), WithPrefix(l.Prefix()))
+	name := uniqueName("late-move-old-ttl")
+	short := time.Duration(l.s.grantedTTL(time.Second)) * time.Second
+	long := short + 5*time.Second
+	renew := func(held lease.Lease) (lease.Lease, error) {
+		if !batch {
+			return l.Renew(ctx, held, long)
+		}
+		r := l.RenewBatch(ctx, []lease.RenewRequest{{Lease: held, TTL: long}})
+		return r[0].Lease, r[0].Err
+	}
+	held, err := l.Acquire(ctx, name, "owner-a", long)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deliver := w.delayNext("Txn")
+	sent := time.Now()
+	rctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	_, err = l.Renew(rctx, held, short)
+	cancel()
+	if err == nil || errors.Is(err, lease.ErrLost) {
+		t.Fatalf("Renew whose move is held back = %v; want its context's error", err)
+	}
+	later, err := renew(held)
+	if err != nil {
+		t.Fatalf("Renew with the old ttl after the one held back: %v", err)
+	}
+	if later, err = renew(later); err != nil {
+		t.Fatalf("second Renew with the old ttl: %v", err)
+	}
+	afterLateWrite(t, deliver, other, later, sent.Add(short))
+	if err := l.Release(ctx, later); err != nil {
+		t.Fatalf("Release of the renewed tenure: %v", err)
+	}
+}
