@@ -108,18 +108,29 @@ func faultLostReleaseReply(t testing.TB, s *suite) {
 	if errors.Is(err, lease.ErrLost) || errors.Is(err, lease.ErrHeld) || errors.Is(err, lease.ErrNotHeld) {
 		t.Fatalf("Release whose reply was lost returned %v: the caller would believe exclusivity was broken", err)
 	}
-	_, stillHeld := s.inspect(t, direct, name)
-	if err == nil && stillHeld {
-		t.Fatalf("Release returned nil but %q is still held", name)
+	if err == nil {
+		if _, stillHeld := s.inspect(t, direct, name); stillHeld {
+			t.Fatalf("Release returned nil but %q is still held", name)
+		}
 	}
-	// Whatever happened, the tenure is now either released (a second
-	// Release reports ErrLost) or intact (a second Release succeeds).
-	err = direct.Release(t.Context(), held)
-	if stillHeld && err != nil {
-		failCall(t, "Release of the still-held tenure", err)
+	// Whatever happened, the tenure is now released (a second Release
+	// reports ErrLost) or intact (a second Release succeeds). Which one
+	// an Inspect made now shows does not settle it: a request whose reply
+	// was lost may still wait in the store and be applied a moment later
+	// (etcd under load did, between the Inspect and the second Release).
+	second := direct.Release(t.Context(), held)
+	switch {
+	case second == nil:
+		if err == nil {
+			t.Fatalf("Release returned nil, and a second Release of the same tenure succeeded too")
+		}
+	case errors.Is(second, lease.ErrLost):
+	default:
+		failCall(t, "a second Release after the one whose reply was lost", second)
 	}
-	if !stillHeld {
-		mustBeLost(t, "a second Release after the one whose reply was lost", err)
+	// Either way the name is free now.
+	if got, stillHeld := s.inspect(t, direct, name); stillHeld {
+		t.Fatalf("after the second Release (%v), %q is still held: %v", second, name, got)
 	}
 }
 
