@@ -14,6 +14,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/backend/sql/internal/sqltest"
 	"github.com/leasekit/lease/internal/testenv"
 )
 
@@ -157,27 +158,7 @@ func TestOpenThroughDSNForms(t *testing.T) {
 		}
 	}()
 	for _, u := range urls {
-		l, err := lease.Open(ctx, u)
-		if err != nil {
-			t.Fatalf("lease.Open(%s): %v", u, err)
-		}
-		got, err := l.Acquire(ctx, "dsn-forms", "o'wner \\ 'x", time.Minute)
-		if err == nil {
-			got, err = l.Renew(ctx, got, 2*time.Minute)
-		}
-		if err == nil {
-			var in lease.Lease
-			if in, err = l.Inspect(ctx, "dsn-forms"); err == nil && (in.Token != got.Token || in.Owner != got.Owner) {
-				t.Errorf("through %s: Inspect = %v, want %v", u, in, got)
-			}
-		}
-		if err == nil {
-			err = l.Release(ctx, got)
-		}
-		l.Close()
-		if err != nil {
-			t.Fatalf("through %s: Acquire, Renew, Inspect, Release: %v", u, err)
-		}
+		sqltest.CycleThroughURL(ctx, t, u, "dsn-forms", "o'wner \\ 'x")
 	}
 	for _, kv := range [][2]string{{"no_such_variable_xyz", "1"}, {"innodb_lock_wait_timeout", "'soon'"}} {
 		l, err := lease.Open(ctx, with(*base, kv[0], kv[1]))

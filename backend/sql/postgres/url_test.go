@@ -12,6 +12,7 @@ import (
 
 	"github.com/leasekit/lease"
 	sqllease "github.com/leasekit/lease/backend/sql"
+	"github.com/leasekit/lease/backend/sql/internal/sqltest"
 	"github.com/leasekit/lease/internal/testenv"
 )
 
@@ -237,26 +238,6 @@ func TestOpenWithPgxModesAndSocket(t *testing.T) {
 	}
 	defer exec(t, raw, "DROP TABLE IF EXISTS lease_url_modes")
 	for _, u := range urls {
-		l, err := lease.Open(ctx, u)
-		if err != nil {
-			t.Fatalf("lease.Open(%s): %v", u, err)
-		}
-		held, err := l.Acquire(ctx, "modes", "o'wner \\", time.Minute)
-		if err == nil {
-			held, err = l.Renew(ctx, held, 2*time.Minute)
-		}
-		if err == nil {
-			var got lease.Lease
-			if got, err = l.Inspect(ctx, "modes"); err == nil && (got.Token != held.Token || got.Owner != held.Owner) {
-				t.Errorf("through %s: Inspect = %v, want %v", u, got, held)
-			}
-		}
-		if err == nil {
-			err = l.Release(ctx, held)
-		}
-		l.Close()
-		if err != nil {
-			t.Fatalf("through %s: Acquire, Renew, Inspect, Release: %v", u, err)
-		}
+		sqltest.CycleThroughURL(ctx, t, u, "modes", "o'wner \\")
 	}
 }

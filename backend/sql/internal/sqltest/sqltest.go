@@ -1,8 +1,9 @@
-// Package sqltest holds TCP servers for the SQL backend's fault tests that
-// need no real database behind them: one that accepts connections and
-// never answers, and one that hangs up at once. (Faults between a client
-// and a real server come from internal/faultproxy.) Everything they start
-// ends when the test does.
+// Package sqltest holds what the SQL backend's tests share: TCP servers
+// for fault tests that need no real database behind them (one that
+// accepts connections and never answers, one that hangs up at once;
+// faults between a client and a real server come from
+// internal/faultproxy), and CycleThroughURL, a tenure taken through a
+// Locker opened by URL. Everything they start ends when the test does.
 package sqltest
 
 import (

@@ -1,0 +1,38 @@
+package sqltest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/leasekit/lease"
+)
+
+// CycleThroughURL opens a Locker with lease.Open(ctx, u) and takes one
+// tenure of name for owner through Acquire, Renew, Inspect and Release,
+// failing t, with u in the message, on the first error or when Inspect
+// does not show the tenure. It closes the Locker.
+func CycleThroughURL(ctx context.Context, t testing.TB, u, name, owner string) {
+	t.Helper()
+	l, err := lease.Open(ctx, u)
+	if err != nil {
+		t.Fatalf("lease.Open(%s): %v", u, err)
+	}
+	defer l.Close()
+	held, err := l.Acquire(ctx, name, owner, time.Minute)
+	if err == nil {
+		held, err = l.Renew(ctx, held, 2*time.Minute)
+	}
+	if err == nil {
+		var got lease.Lease
+		if got, err = l.Inspect(ctx, name); err == nil && (got.Token != held.Token || got.Owner != held.Owner) {
+			t.Errorf("through %s: Inspect = %v, want %v", u, got, held)
+		}
+	}
+	if err == nil {
+		err = l.Release(ctx, held)
+	}
+	if err != nil {
+		t.Fatalf("through %s: Acquire, Renew, Inspect, Release: %v", u, err)
+	}
+}
