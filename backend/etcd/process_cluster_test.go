@@ -21,6 +21,7 @@ import (
 
 	"github.com/leasekit/lease"
 	"github.com/leasekit/lease/internal/etcdtest"
+	"github.com/leasekit/lease/internal/syncbuf"
 	"github.com/leasekit/lease/internal/testserver"
 )
 
@@ -317,27 +318,8 @@ type contender struct {
 	cfg   contenderConfig
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
-	out   *lockedBuffer
+	out   *syncbuf.Buffer
 	once  sync.Once
-}
-
-// lockedBuffer is a strings.Builder that the process's output copier and
-// the test may use at once.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 // startContender starts a contender process.
@@ -347,7 +329,7 @@ func startContender(t *testing.T, cfg contenderConfig) *contender {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &contender{cfg: cfg, out: &lockedBuffer{}}
+	p := &contender{cfg: cfg, out: &syncbuf.Buffer{}}
 	p.cmd = exec.Command(os.Args[0], "-test.run=^TestClusterContender$", "-test.count=1", "-test.v")
 	// The contender's TestMain is pointed at the cluster, so that it does
 	// not start an embedded etcd when LEASE_TEST_ETCD is unset.

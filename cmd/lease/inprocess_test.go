@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/internal/syncbuf"
 )
 
 // Some tests run the command line in this process, against a Locker the
@@ -114,7 +115,7 @@ func runInProcess(t *testing.T, args ...string) result {
 	t.Helper()
 	inProcessMu.Lock()
 	defer inProcessMu.Unlock()
-	var stdout, stderr syncBuffer
+	var stdout, stderr syncbuf.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	err := run(ctx, args, &stdout, &stderr)

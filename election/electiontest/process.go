@@ -14,6 +14,7 @@ import (
 
 	"github.com/leasekit/lease"
 	"github.com/leasekit/lease/election"
+	"github.com/leasekit/lease/internal/syncbuf"
 )
 
 // childEnv carries a child process's instructions (a JSON childSpec).
@@ -124,7 +125,7 @@ func child(raw string) int {
 type childProcess struct {
 	cmd     *exec.Cmd
 	reports chan childReport // closed when its output ends
-	stderr  *lockedBuffer
+	stderr  *syncbuf.Buffer
 	done    chan struct{} // closed when the process has been waited for
 	err     error         // its exit, set before done is closed
 	// describe returns the process's output that was not a report.
@@ -147,7 +148,7 @@ func (s *suite) startChild(t testing.TB, spec childSpec) *childProcess {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &childProcess{cmd: cmd, reports: make(chan childReport, 64), stderr: &lockedBuffer{}, done: make(chan struct{})}
+	p := &childProcess{cmd: cmd, reports: make(chan childReport, 64), stderr: &syncbuf.Buffer{}, done: make(chan struct{})}
 	cmd.Stderr = p.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start a candidate process: %v", err)
@@ -203,25 +204,6 @@ func (p *childProcess) next(ctx context.Context, t testing.TB, what string) chil
 		t.Fatalf("%s: no report from the candidate process: %v; %s", what, ctx.Err(), p.describe())
 	}
 	return childReport{}
-}
-
-// lockedBuffer is a strings.Builder safe for a process's writes and the
-// test's reads.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 // processesOneLeader: three candidate processes each lead three short
