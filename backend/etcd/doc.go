@@ -132,6 +132,11 @@
 //	Inspect                             2  Range, then LeaseTimeToLive; 1 when free
 //	List                                1 + one LeaseTimeToLive per tenure
 //	ForceRelease                        2  DeleteRange, then LeaseTimeToLive; LeaseRevoke*
+//	AcquireQueued, the waiter's turn    1  Txn + keep-alives of the tenure's and the place's
+//	                                       leases (TestQueuedTurnIsOneRoundTrip)
+//	AcquireQueued, held by another      2  Txn + keep-alives, then LeaseTimeToLive; a Put
+//	                                       of the place when the waiter joins the line
+//	Dequeue                             1  Txn; LeaseRevoke*
 //
 // "Txn" is the call's own transaction; concurrent calls' transactions and
 // reads are sent together (see above), so under load there are fewer.
@@ -147,6 +152,23 @@
 // expire after its TTL: revoking a lease that a lost Acquire or Renew may
 // have attached could end a tenure whose holder still trusts its Deadline,
 // and it is a Release's reply that names the lease to revoke.
+//
+// # Waiting in line
+//
+// AcquireQueued (lease.FairAcquirer, which lease.Run's WithFairWait uses)
+// keeps each name's waiting line as keys beside the tenures: a waiter's
+// place is <prefix>\xffq<name>\xff<owner>, on an etcd lease of its own of
+// the place's TTL (whole seconds, rounded up) that each AcquireQueued of
+// that waiter keeps alive; its create revision is its arrival. The byte
+// 0xff never occurs in valid UTF-8, so no place is a tenure's key and List
+// leaves them out. A waiter's turn is one transaction comparing that the
+// name is free, that its place is the one it joined with, and that every
+// place in the line (a range compare) was created no earlier than its own;
+// the same transaction puts the tenure and deletes the place. A waiter
+// that stops asking leaves the line when its place's lease expires. A
+// Dequeue does not wake the name's Watches, which watch the tenure's key:
+// the waiter behind asks again within lease.Run's refresh of its place
+// (a second).
 //
 // # Many leases
 //

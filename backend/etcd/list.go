@@ -17,7 +17,12 @@ const listWorkers = 16
 // one request, then each key's lease (up to listWorkers at a time), so it
 // costs one round trip plus one per tenure.
 func (s *store) List(ctx context.Context, prefix string) ([]driver.Tenure, error) {
-	r, err := s.client.Get(ctx, s.key(prefix), clientv3.WithPrefix())
+	opt := clientv3.WithPrefix()
+	if prefix == "" {
+		// Every name, and none of the waiters' places after them.
+		opt = clientv3.WithRange(s.prefix + queueSep)
+	}
+	r, err := s.client.Get(ctx, s.key(prefix), opt)
 	if err != nil {
 		return nil, err
 	}

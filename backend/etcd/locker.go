@@ -13,7 +13,8 @@ import (
 )
 
 // Locker keeps leases in etcd. It implements lease.Locker, lease.Lister,
-// lease.ForceReleaser, lease.BatchRenewer and lease.Waiter and is safe for
+// lease.ForceReleaser, lease.BatchRenewer, lease.Waiter and
+// lease.FairAcquirer and is safe for
 // concurrent use. See the package documentation for the data model.
 //
 // Its Close makes later calls fail with lease.ErrClosed, ends its
@@ -60,6 +61,9 @@ type store struct {
 	writes writer
 	// watches holds the Locker's Watches (see watch.go).
 	watches watches
+	// places remembers the places in line of the Locker's waiters (see
+	// fair.go).
+	places places
 	// life ends when the Locker closes.
 	life context.Context
 	end  context.CancelFunc
@@ -150,8 +154,9 @@ func (s *store) Close() error {
 }
 
 // key is where the tenure of name lives. Names are stored as their raw
-// bytes: etcd keys are arbitrary byte strings, the Locker keeps no other
-// keys under its prefix, and key order is name order.
+// bytes: etcd keys are arbitrary byte strings, and key order is name
+// order. The only other keys under the prefix are the places of waiters
+// (see fair.go), which start with a byte no name holds.
 func (s *store) key(name string) string { return s.prefix + name }
 
 // ttlSeconds is ttl in whole seconds, rounded up: the TTL asked of etcd.
