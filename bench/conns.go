@@ -75,6 +75,9 @@ type storeConn struct {
 
 	locker   lease.Locker // lease on this store
 	openNote string       // how the Locker was opened, when not as asked
+	// newLocker opens another Locker on the store, as c.locker was
+	// opened: for callers that stand for separate processes.
+	newLocker func() (lease.Locker, error)
 
 	proxy *proxy
 	rpcs  *atomic.Int64 // etcd: RPCs sent, and messages on streams
@@ -238,6 +241,9 @@ func (c *storeConn) connectRedis(ctx context.Context, raw string, o connOpts) er
 		}
 		c.locker = l
 	}
+	c.newLocker = func() (lease.Locker, error) {
+		return redislease.New(c.redis, redislease.WithPrefix(c.redisPrefix()+"lease:"))
+	}
 	c.onClose(func() { _ = c.locker.Close() })
 	return nil
 }
@@ -312,6 +318,11 @@ func (c *storeConn) connectSQL(ctx context.Context, raw string, o connOpts) erro
 		switch {
 		case err == nil:
 			c.locker = l
+			c.newLocker = func() (lease.Locker, error) {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				return open(ctx, lu.String())
+			}
 		case errors.Is(err, lease.ErrInvalid):
 			c.openNote = "lease is on sqllease.New with this command's pool: the backend's URL opener refused the URL (" + short(err) + ")"
 		default:
@@ -324,6 +335,9 @@ func (c *storeConn) connectSQL(ctx context.Context, raw string, o connOpts) erro
 			return err
 		}
 		c.locker = l
+		c.newLocker = func() (lease.Locker, error) {
+			return sqllease.New(c.db, sqllease.WithTable(c.table("lease")))
+		}
 	}
 	c.onClose(func() { _ = c.locker.Close() })
 	// The first operation creates the table: do it now, untimed.
@@ -417,6 +431,9 @@ func (c *storeConn) connectEtcd(ctx context.Context, raw string) error {
 		return err
 	}
 	c.locker = l
+	c.newLocker = func() (lease.Locker, error) {
+		return etcdlease.New(cli, etcdlease.WithPrefix(c.etcdPrefix()+"lease/"))
+	}
 	c.onClose(func() { _ = l.Close() })
 	return nil
 }

@@ -30,8 +30,31 @@ type waiter struct {
 // FairAcquirer, BatchRenewer), so Run's WithWait polls.
 type plainLocker struct{ lease.Locker }
 
-// leaseWaiter waits with lease.Run and opts.
-func leaseWaiter(name, how string, l lease.Locker, ttl time.Duration, opts ...lease.RunOption) waiter {
+// leaseWaiter waits with lease.Run and opts on a Locker of its own per
+// caller, made by mk, as callers in separate processes would have (the
+// Lockers share the connection's client or pool, as the peers' callers
+// do). hide hides the Locker's optional interfaces, so WithWait polls.
+func leaseWaiter(name, how string, mk func() (lease.Locker, error), hide bool, ttl time.Duration, opts ...lease.RunOption) waiter {
+	return waiter{name: name, how: how, open: func(ctx context.Context, key string) (func(context.Context, func()) error, func(), error) {
+		l, err := mk()
+		if err != nil {
+			return nil, nil, err
+		}
+		var use lease.Locker = l
+		if hide {
+			use = plainLocker{l}
+		}
+		run := func(ctx context.Context, fn func()) error {
+			return lease.Run(ctx, use, key, ttl, func(context.Context) error { fn(); return nil }, opts...)
+		}
+		return run, func() { _ = l.Close() }, nil
+	}}
+}
+
+// sharedWaiter waits with lease.Run and opts, every caller on the one
+// Locker l: callers in one process, which take turns in the Locker
+// before they ask the store.
+func sharedWaiter(name, how string, l lease.Locker, ttl time.Duration, opts ...lease.RunOption) waiter {
 	return waiter{name: name, how: how, open: func(ctx context.Context, key string) (func(context.Context, func()) error, func(), error) {
 		run := func(ctx context.Context, fn func()) error {
 			return lease.Run(ctx, l, key, ttl, func(context.Context) error { fn(); return nil }, opts...)
@@ -69,15 +92,17 @@ func fair(ctx context.Context, l lease.Locker) bool {
 func handoffWaiters(ctx context.Context, cfg config, c *storeConn, t *table) []waiter {
 	ttl, limit := cfg.ttl, cfg.waitLimit
 	notified, how := watches(ctx, c.locker)
-	out := []waiter{leaseWaiter("lease WithWait", "lease.Run WithWait: "+how, c.locker, ttl, lease.WithWait(limit))}
+	mk := c.newLocker
+	out := []waiter{leaseWaiter("lease WithWait", "lease.Run WithWait, a Locker per caller (as separate processes): "+how, mk, false, ttl, lease.WithWait(limit))}
 	if notified {
-		out = append(out, leaseWaiter("lease WithWait, polling", "lease.Run WithWait on the Locker with its Waiter hidden: polls with jittered backoff from 10ms doubling to 1s", plainLocker{c.locker}, ttl, lease.WithWait(limit)))
+		out = append(out, leaseWaiter("lease WithWait, polling", "lease.Run WithWait, a Locker per caller with its Waiter hidden: polls with jittered backoff from 10ms doubling to 1s", mk, true, ttl, lease.WithWait(limit)))
 	}
 	if fair(ctx, c.locker) {
-		out = append(out, leaseWaiter("lease WithFairWait", "lease.Run WithFairWait: the store's queue, in arrival order", c.locker, ttl, lease.WithFairWait(limit)))
+		out = append(out, leaseWaiter("lease WithFairWait", "lease.Run WithFairWait, a Locker per caller: the store's queue, in arrival order", mk, false, ttl, lease.WithFairWait(limit)))
 	} else {
-		t.note("%s: lease WithFairWait not measured: this backend keeps no queue yet (AcquireQueued is unsupported)", c.label)
+		t.note("%s: lease WithFairWait not measured: this backend keeps no queue (AcquireQueued is unsupported)", c.label)
 	}
+	out = append(out, sharedWaiter("lease WithWait, one Locker", "lease.Run WithWait, every caller on one Locker (one process): callers take turns in the Locker, and only the first asks the store", c.locker, ttl, lease.WithWait(limit)))
 	switch c.kind {
 	case kindRedis:
 		client := redislock.New(c.redis)
