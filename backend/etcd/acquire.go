@@ -165,7 +165,11 @@ func (s *store) reenter(ctx context.Context, name, owner string, ttl time.Durati
 	if s.known.isUnsettled(t) {
 		return s.move(ctx, t, ttl, start, id) // see move
 	}
+	if !s.known.keepAliveStart(t, id) {
+		return driver.Tenure{}, false, nil // released meanwhile: start again
+	}
 	k := s.keepAliveOne(ctx, id)
+	s.known.keepAliveDone(t, id, k.err == nil)
 	switch {
 	case k.err != nil:
 		return driver.Tenure{}, false, k.err

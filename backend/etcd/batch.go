@@ -45,7 +45,7 @@ func (s *store) RenewBatch(ctx context.Context, items []driver.RenewItem) ([]dri
 		knownAt[i] = -1
 		if l, ok := s.known.lease(it.Tenure); ok {
 			leases[i] = l
-			if l.ttl == s.grantedTTL(it.TTL) {
+			if l.ttl == s.grantedTTL(it.TTL) && s.known.keepAliveStart(it.Tenure, l.id) {
 				knownAt[i] = len(kaIDs)
 				kaIDs = append(kaIDs, l.id)
 			}
@@ -63,6 +63,11 @@ func (s *store) RenewBatch(ctx context.Context, items []driver.RenewItem) ([]dri
 	kvs, errs := s.getMany(ctx, keys)
 	if ka != nil {
 		ttls, kaErr = ka.wait()
+		for i, at := range knownAt {
+			if at >= 0 {
+				s.known.keepAliveDone(items[i].Tenure, kaIDs[at], kaErr == nil)
+			}
+		}
 	}
 	var wg sync.WaitGroup
 
@@ -99,11 +104,24 @@ func (s *store) RenewBatch(ctx context.Context, items []driver.RenewItem) ([]dri
 	// the single Renews.
 	wg.Go(func() { s.renewEach(ctx, items, singles, out) })
 	if len(later) > 0 {
-		ids := make([]clientv3.LeaseID, len(later))
-		for n, i := range later {
-			ids[n] = clientv3.LeaseID(kvs[i].Lease)
+		ids := make([]clientv3.LeaseID, 0, len(later))
+		var ready []int
+		for _, i := range later {
+			id := clientv3.LeaseID(kvs[i].Lease)
+			if !s.known.keepAliveStart(items[i].Tenure, id) {
+				continue // released meanwhile: lost
+			}
+			ids, ready = append(ids, id), append(ready, i)
 		}
-		ttls, err := s.keeper.keepAlive(ctx, ids)
+		later = ready
+		var ttls []int64
+		var err error
+		if len(ids) > 0 {
+			ttls, err = s.keeper.keepAlive(ctx, ids)
+		}
+		for n, i := range later {
+			s.known.keepAliveDone(items[i].Tenure, ids[n], err == nil)
+		}
 		var again []int
 		for n, i := range later {
 			switch {

@@ -37,15 +37,25 @@
 // others, and a tenure whose holder stopped renewing would live on as
 // long as any other on its lease is renewed (the Locker could delete it
 // when its ttl ran out, but by its own clock, and not at all if it
-// crashed). Nor can a released tenure's lease carry the next tenure: a
-// Renew of the old tenure already under way (from this process or any
-// other) would keep the lease alive for the new one, which would then
-// outlive its own ttl. So each tenure gets a lease granted for it, and
-// revoked when it ends: a cycle of Acquire and Release is four raft
-// writes (grant, put, delete, revoke) where concurrency.Mutex, whose
-// session lease serves every lock, needs two. The Locker keeps the grant
-// and the revocation off the caller's path, so Acquire and Release are
-// one round trip each.
+// crashed). So a lease carries one tenure at a time.
+//
+// A lease can carry the next tenure once the previous one has ended, if
+// nothing can keep it alive for the previous one any more: a keep-alive
+// applied after the next tenure began would keep that one alive past its
+// own ttl. So a Release whose transaction deleted the tenure's key puts
+// the lease back in the Locker's pool only when no keep-alive of it for
+// that tenure is under way in this Locker or failed without an answer (it
+// could still be applied), and from then on the Locker sends none for the
+// released tenure (TestReleaseRecyclesOnlyAQuietLease); otherwise it
+// revokes the lease. A cycle of Acquire and Release on a Locker is then
+// two raft writes (the key's put and its delete), as for
+// concurrency.Mutex, whose session lease serves every lock
+// (TestReleaseRecyclesTheLease); leases are granted only while the pool
+// is short (see pool). One case is left: another Locker that renews the
+// same tenure (a caller that hands its Lease value to another process)
+// at the moment it is released can keep the lease alive once more after
+// the next tenure began on it; that tenure then lasts up to one ttl
+// longer than its own. This delays a takeover, never allows two holders.
 //
 // # Requests ahead of and behind the caller
 //
@@ -127,7 +137,8 @@
 //	Renew of a lost tenure              1  Txn (or keep-alive + read-only Txn)
 //	RenewBatch of n tenures             1  n keep-alives + ⌈n/128⌉ read-only Txns
 //	                                       (2 for tenures acquired elsewhere)
-//	Release                             1  Txn; LeaseRevoke*
+//	Release                             1  Txn; the tenure's lease goes back to the pool
+//	                                       (LeaseRevoke* when it cannot, see above)
 //	Release of a lost tenure            1  Txn
 //	Inspect                             2  Range, then LeaseTimeToLive; 1 when free
 //	List                                1 + one LeaseTimeToLive per tenure
@@ -146,8 +157,10 @@
 // log. etcd refuses to keep an expired lease alive, so Renew never revives
 // an expired tenure. A keep-alive restarts a lease with the TTL it was
 // granted, so a Renew with a ttl that needs another TTL moves the key onto
-// a new etcd lease. No etcd lease outlives its tenure: Release and a Renew
-// or re-entrant Acquire to another ttl revoke the lease they leave behind. The exceptions are
+// a new etcd lease. No etcd lease outlives its tenure other than as a
+// spare in the pool: Release recycles the lease or revokes it, and a Renew
+// or re-entrant Acquire to another ttl revokes the lease it leaves behind.
+// The exceptions are
 // failures without an answer, where the etcd lease concerned is left to
 // expire after its TTL: revoking a lease that a lost Acquire or Renew may
 // have attached could end a tenure whose holder still trusts its Deadline,

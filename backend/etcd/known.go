@@ -22,6 +22,11 @@ type known struct {
 	// move); nunsettled is its size, read without mu.
 	unsettled  map[tenureKey]time.Time
 	nunsettled atomic.Int64
+	// ended are the tenures this Locker released, until a minute past
+	// their Expires: no keep-alive may go out for them any more, since
+	// their etcd lease may be back in the pool, or carry another tenure
+	// (see released).
+	ended map[tenureKey]time.Time
 }
 
 // tenureKey identifies a tenure as a Renew or Release names it.
@@ -36,6 +41,12 @@ type leaseOf struct {
 	id      clientv3.LeaseID
 	ttl     int64
 	expires time.Time // the tenure's Expires then; once past, forgotten
+	// inflight counts this Locker's keep-alives of the lease for the
+	// tenure under way (keepAliveStart to keepAliveDone); tainted says
+	// one of them failed without an answer, so it may still be applied.
+	// A Release recycles the lease only when neither holds.
+	inflight int
+	tainted  bool
 }
 
 const (
@@ -69,7 +80,86 @@ func (k *known) remember(t driver.Tenure, id clientv3.LeaseID, ttl int64) {
 		}
 		k.sweepAt = max(knownSweep, 2*len(k.leases))
 	}
-	k.leases[keyOf(t)] = leaseOf{id: id, ttl: ttl, expires: t.Expires}
+	l := leaseOf{id: id, ttl: ttl, expires: t.Expires}
+	if old, ok := k.leases[keyOf(t)]; ok && old.id == id {
+		l.inflight, l.tainted = old.inflight, old.tainted
+	}
+	k.leases[keyOf(t)] = l
+}
+
+// keepAliveStart reports whether a keep-alive of the etcd lease id may go
+// out for the tenure t, and counts it as under way until keepAliveDone.
+// It may not once this Locker has released t: the lease may be back in
+// the pool, or carry another tenure, which the keep-alive would keep
+// alive past its own ttl. The caller then treats t as ended.
+func (k *known) keepAliveStart(t driver.Tenure, id clientv3.LeaseID) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	key := keyOf(t)
+	if l, ok := k.leases[key]; ok {
+		if l.id == id {
+			l.inflight++
+			k.leases[key] = l
+		}
+		return true
+	}
+	_, ended := k.ended[key]
+	return !ended
+}
+
+// keepAliveDone ends what keepAliveStart(t, id) counted; answered is
+// false when the keep-alive failed without an answer.
+func (k *known) keepAliveDone(t driver.Tenure, id clientv3.LeaseID, answered bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	key := keyOf(t)
+	if l, ok := k.leases[key]; ok && l.id == id {
+		l.inflight--
+		l.tainted = l.tainted || !answered
+		k.leases[key] = l
+	}
+}
+
+// endedMax bounds the tenures remembered as released.
+const endedMax = 4096
+
+// released drops what is known of t, which a Release ended (or found
+// ended), and remembers it as ended. l is the lease t was known on;
+// recyclable says that no keep-alive of it for t is under way or may
+// still be applied, so that once etcd has deleted t's key the lease holds
+// nothing and nothing of this Locker can keep it alive for t again.
+func (k *known) released(t driver.Tenure) (l leaseOf, recyclable bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	key := keyOf(t)
+	l, ok := k.leases[key]
+	delete(k.leases, key)
+	k.settle(t)
+	if k.ended == nil {
+		k.ended = map[tenureKey]time.Time{}
+	}
+	boundedPut(k.ended, key, t.Expires.Add(time.Minute), endedMax)
+	return l, ok && l.inflight == 0 && !l.tainted
+}
+
+// boundedPut sets m[key] = until, first dropping the entries whose time
+// has passed, then any, when m has max entries.
+func boundedPut(m map[tenureKey]time.Time, key tenureKey, until time.Time, max int) {
+	if len(m) >= max {
+		now := time.Now()
+		for k, u := range m {
+			if now.After(u) {
+				delete(m, k)
+			}
+		}
+		for k := range m {
+			if len(m) < max {
+				break
+			}
+			delete(m, k)
+		}
+	}
+	m[key] = until
 }
 
 // lease returns the etcd lease t was last seen on.
@@ -101,21 +191,7 @@ func (k *known) unsettle(t driver.Tenure) {
 	if k.unsettled == nil {
 		k.unsettled = map[tenureKey]time.Time{}
 	}
-	if len(k.unsettled) >= unsettledMax {
-		now := time.Now()
-		for key, exp := range k.unsettled {
-			if now.After(exp) {
-				delete(k.unsettled, key)
-			}
-		}
-		for key := range k.unsettled {
-			if len(k.unsettled) < unsettledMax {
-				break
-			}
-			delete(k.unsettled, key)
-		}
-	}
-	k.unsettled[keyOf(t)] = t.Expires.Add(time.Minute)
+	boundedPut(k.unsettled, keyOf(t), t.Expires.Add(time.Minute), unsettledMax)
 	k.nunsettled.Store(int64(len(k.unsettled)))
 }
 

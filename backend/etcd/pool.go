@@ -58,6 +58,9 @@ const (
 	// poolMax bounds the spare leases of one TTL: about the number of
 	// Acquires of that TTL a Locker makes at once.
 	poolMax = 64
+	// poolLow is the number of spares of one TTL below which a lease
+	// that an Acquire uses up is replaced by a grant (see usedUp).
+	poolLow = 16
 	// poolClasses bounds the TTLs pooled at once; others are granted on
 	// demand.
 	poolClasses = 16
@@ -117,14 +120,26 @@ func (p *pool) take(sec int64, now time.Time) (lease pooled, ok bool) {
 }
 
 // usedUp replaces a lease that take returned and that a tenure now uses,
-// or may use (a transaction whose answer was lost).
+// or may use (a transaction whose answer was lost), unless the class has
+// poolLow spares or more (granted, being granted, or recycled by
+// Releases): a Locker whose Releases give leases back grants only to
+// cover what is not given back.
 func (p *pool) usedUp(sec int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if c := p.classes[sec]; c != nil && !p.closed {
+	if c := p.classes[sec]; c != nil && !p.closed && len(c.spare)+c.refilling < poolLow {
 		p.startRefill(sec, c)
 	}
 }
+
+// recycle puts back the lease of a tenure that a Release ended: etcd
+// deleted the tenure's key (the lease's only key: every tenure has a
+// lease of its own while it lasts), and l.fresh is when the tenure was
+// last acquired or renewed, so the lease lasts until l.fresh+l.ttl at
+// least. The lease joins the spares of the class of its granted TTL, if
+// that class exists, has room, and the lease is still usable (less than
+// half its TTL since fresh), and is revoked otherwise.
+func (p *pool) recycle(l pooled) { p.give(l.ttl, l) }
 
 // startRefill grants a lease for c in the background, unless c has its
 // fill. p.mu must be held.

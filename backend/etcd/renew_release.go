@@ -44,10 +44,11 @@ const renewRetries = 3
 // reader). Otherwise a read-only transaction that checks the tenure is
 // intact first finds the lease, then the keep-alive follows: two.
 //
-// Keeping the lease alive before the check is safe because every tenure
-// has an etcd lease of its own, which never carries another tenure: if the
-// check fails, the keep-alive restarted a lease that holds nothing, or
-// that is about to be revoked.
+// Keeping the lease alive before the check is safe because a lease
+// carries one tenure at a time, and a Release recycles it for the next
+// tenure only when no keep-alive of it for this one is under way (see
+// known.keepAliveStart): if the check fails, the keep-alive restarted a
+// lease that holds nothing, or that is about to be revoked.
 //
 // A keep-alive restarts a lease with the TTL it was granted; when ttl
 // needs another (whole-second) TTL, Renew takes a lease of that TTL from
@@ -70,9 +71,13 @@ func (s *store) Renew(ctx context.Context, t driver.Tenure, ttl time.Duration) (
 	if l.ttl != want {
 		return s.move(ctx, t, ttl, start, l.id)
 	}
+	if !s.known.keepAliveStart(t, l.id) {
+		return driver.Tenure{}, false, nil // released meanwhile
+	}
 	ka := s.keeper.start(ctx, []clientv3.LeaseID{l.id})
 	kv, err := s.reads.get(ctx, s.key(t.Name))
 	k := result(ka.wait())
+	s.known.keepAliveDone(t, l.id, k.err == nil)
 	if err != nil {
 		return driver.Tenure{}, false, err
 	}
@@ -129,7 +134,11 @@ func (s *store) renewSlow(ctx context.Context, t driver.Tenure, ttl time.Duratio
 			s.known.forget(t)
 			return driver.Tenure{}, false, nil
 		}
+		if !s.known.keepAliveStart(t, id) {
+			return driver.Tenure{}, false, nil // released meanwhile
+		}
 		k := s.keepAliveOne(ctx, id)
+		s.known.keepAliveDone(t, id, k.err == nil)
 		if k.err != nil {
 			return driver.Tenure{}, false, k.err
 		}
@@ -265,13 +274,21 @@ func (s *store) Release(ctx context.Context, t driver.Tenure) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	s.known.forget(t)
+	lo, recyclable := s.known.released(t)
 	if !resp.Succeeded {
 		return false, nil
 	}
 	s.known.free(t.Name)
 	for _, prev := range resp.Responses[0].GetResponseDeleteRange().GetPrevKvs() {
-		s.revokes.revoke(ctx, clientv3.LeaseID(prev.Lease))
+		id := clientv3.LeaseID(prev.Lease)
+		if recyclable && id == lo.id {
+			// The key was the lease's only one: back to the pool for the
+			// next Acquire (no LeaseRevoke now, no LeaseGrant then), as
+			// fresh as the tenure's last Acquire or Renew.
+			s.pool.recycle(pooled{id: id, ttl: lo.ttl, fresh: lo.expires.Add(-time.Duration(lo.ttl) * time.Second)})
+			continue
+		}
+		s.revokes.revoke(ctx, id)
 	}
 	return true, nil
 }
