@@ -199,19 +199,18 @@ func faultStalledHolderStopsFirst(t testing.TB, s *suite) {
 	direct := s.locker(t)
 	name := s.name("fault-stalled-holder")
 	ttl := max(s.h.TTL, 500*time.Millisecond)
-	entered := make(chan struct{})
-	stopped := make(chan time.Time, 1)
+	entered := make(chan context.Context, 1)
 	ran := make(chan error, 1)
 	go func() {
 		ran <- lease.Run(context.WithoutCancel(t.Context()), l, name, ttl, func(ctx context.Context) error {
-			close(entered)
+			entered <- ctx
 			<-ctx.Done()
-			stopped <- time.Now()
 			return nil
 		})
 	}()
+	var work context.Context // the holder's work's context
 	select {
-	case <-entered:
+	case work = <-entered:
 	case err := <-ran:
 		failCall(t, "Run", err)
 	case <-time.After(10 * time.Second):
@@ -219,11 +218,15 @@ func faultStalledHolderStopsFirst(t testing.TB, s *suite) {
 	}
 	p.Stall(faultproxy.Both)
 	limit := time.Now().Add(4*ttl + s.h.Granularity + s.h.ExpiryLag + 5*time.Second)
-	var took time.Time
 	for {
 		_, err := direct.Acquire(t.Context(), name, "owner-b", long)
 		if err == nil {
-			took = time.Now()
+			// The work must have been told to stop (its context ended)
+			// before another owner got the name. When fn itself sees
+			// that is up to the scheduler, and not checked here.
+			if work.Err() == nil {
+				t.Fatalf("another owner took %q while the stalled holder's work's context was still live: both acted as holders", name)
+			}
 			break
 		}
 		if !errors.Is(err, lease.ErrHeld) {
@@ -233,14 +236,6 @@ func faultStalledHolderStopsFirst(t testing.TB, s *suite) {
 			t.Fatalf("%q was never freed after its holder's store stalled", name)
 		}
 		time.Sleep(time.Millisecond)
-	}
-	select {
-	case at := <-stopped:
-		if at.After(took) {
-			t.Fatalf("the stalled holder's work stopped %s after another owner took %q: both acted as holders", at.Sub(took), name)
-		}
-	default:
-		t.Fatalf("another owner took %q while the stalled holder's work still ran", name)
 	}
 	p.Clear()
 	select {
