@@ -12,6 +12,7 @@ import (
 
 	"github.com/leasekit/lease"
 	"github.com/leasekit/lease/backend/memory"
+	"github.com/leasekit/lease/internal/fairtest"
 )
 
 var errStore = errors.New("store is down")
@@ -415,36 +416,8 @@ func TestRunFairWaitServesWaitersInArrivalOrder(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		const waiters = 10
-		var (
-			mu    sync.Mutex
-			order []int
-			wg    sync.WaitGroup
-		)
-		for i := range waiters {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				err := lease.Run(context.Background(), l, "job", 10*time.Second, func(context.Context) error {
-					mu.Lock()
-					order = append(order, i)
-					mu.Unlock()
-					time.Sleep(100 * time.Millisecond)
-					return nil
-				}, lease.WithFairWait(time.Minute))
-				if err != nil {
-					t.Errorf("waiter %d: %v", i, err)
-				}
-			}()
-			time.Sleep(10 * time.Millisecond) // arrive one after another
-		}
-		_ = l.Release(context.Background(), held)
-		wg.Wait()
-		for i, w := range order {
-			if w != i {
-				t.Fatalf("waiters got the lease in the order %v, want arrival order", order)
-			}
-		}
+		fairtest.ArrivalOrder(t, l, held, 10, func(int) lease.Locker { return l }, 100*time.Millisecond,
+			func(int) { time.Sleep(10 * time.Millisecond) }) // arrive one after another
 	})
 }
 

@@ -50,9 +50,20 @@ const reenterRetries = 3
 // the lease is left to expire by itself: the transaction may have been
 // applied, and the tenure it started must keep its lease.
 func (s *store) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (driver.Tenure, error) {
+	return s.acquireOrReenter(ctx, "Acquire", name, owner, ttl, func(start time.Time) (driver.Tenure, *mvccpb.KeyValue, error) {
+		return s.acquire(ctx, name, owner, ttl, start)
+	})
+}
+
+// acquireOrReenter runs try, one attempt of op (Acquire or
+// AcquireQueued), which returns the tenure it started or the holder, or
+// mine, the key as read, when owner holds the name already; then it
+// re-enters that tenure, and starts again when the tenure ended or moved
+// meanwhile.
+func (s *store) acquireOrReenter(ctx context.Context, op, name, owner string, ttl time.Duration, try func(start time.Time) (driver.Tenure, *mvccpb.KeyValue, error)) (driver.Tenure, error) {
 	start := time.Now()
 	for range reenterRetries {
-		t, mine, err := s.acquire(ctx, name, owner, ttl, start)
+		t, mine, err := try(start)
 		if err != nil || mine == nil {
 			return t, err
 		}
@@ -61,7 +72,7 @@ func (s *store) Acquire(ctx context.Context, name, owner string, ttl time.Durati
 			return t, err
 		}
 	}
-	return driver.Tenure{}, fmt.Errorf("etcd: owner %q's tenure of %q kept ending or moving to another etcd lease while Acquire re-entered it (concurrent calls of the same owner)", owner, name)
+	return driver.Tenure{}, fmt.Errorf("etcd: owner %q's tenure of %q kept ending or moving to another etcd lease while %s re-entered it (concurrent calls of the same owner)", owner, name, op)
 }
 
 // acquire is one attempt of Acquire: the tenure it granted, or the

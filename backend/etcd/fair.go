@@ -63,18 +63,9 @@ const queueAttempts = 4
 // request, as for Acquire); when the name is free but another waiter is
 // first, it is that waiter, with the time its place has left.
 func (s *store) AcquireQueued(ctx context.Context, name, owner string, ttl, place time.Duration) (driver.Tenure, error) {
-	start := time.Now()
-	for range reenterRetries {
-		t, mine, err := s.acquireQueued(ctx, name, owner, ttl, place, start)
-		if err != nil || mine == nil {
-			return t, err
-		}
-		t, ok, err := s.reenter(ctx, name, owner, ttl, start, mine)
-		if err != nil || ok {
-			return t, err
-		}
-	}
-	return driver.Tenure{}, fmt.Errorf("etcd: owner %q's tenure of %q kept ending or moving to another etcd lease while AcquireQueued re-entered it (concurrent calls of the same owner)", owner, name)
+	return s.acquireOrReenter(ctx, "AcquireQueued", name, owner, ttl, func(start time.Time) (driver.Tenure, *mvccpb.KeyValue, error) {
+		return s.acquireQueued(ctx, name, owner, ttl, place, start)
+	})
 }
 
 // Dequeue implements driver.FairAcquirer: it deletes owner's place, if it

@@ -3,11 +3,11 @@ package etcdlease
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/internal/fairtest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -33,27 +33,11 @@ func TestRunFairWaitAcrossLockers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const waiters = 10
-	var (
-		mu    sync.Mutex
-		order []int
-		wg    sync.WaitGroup
-	)
-	for i := range waiters {
-		l := mustNew(t, newClient(t, testEndpoints, nil), WithPrefix(holder.Prefix()))
-		wg.Go(func() {
-			err := lease.Run(ctx, l, name, 10*time.Second, func(context.Context) error {
-				mu.Lock()
-				order = append(order, i)
-				mu.Unlock()
-				time.Sleep(20 * time.Millisecond)
-				return nil
-			}, lease.WithFairWait(30*time.Second))
-			if err != nil {
-				t.Errorf("waiter %d: %v", i, err)
-			}
-		})
-		// Arrive one after another: each is in line before the next starts.
+	newLocker := func(int) lease.Locker {
+		return mustNew(t, newClient(t, testEndpoints, nil), WithPrefix(holder.Prefix()))
+	}
+	fairtest.ArrivalOrder(t, holder, held, 10, newLocker, 20*time.Millisecond, func(i int) {
+		// Each is in line before the next starts.
 		deadline := time.Now().Add(10 * time.Second)
 		for lineLength(t, admin, holder, name) < int64(i+1) {
 			if time.Now().After(deadline) {
@@ -61,19 +45,7 @@ func TestRunFairWaitAcrossLockers(t *testing.T) {
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
-	}
-	if err := holder.Release(ctx, held); err != nil {
-		t.Fatal(err)
-	}
-	wg.Wait()
-	if len(order) != waiters {
-		t.Fatalf("%d of %d waiters ran: %v", len(order), waiters, order)
-	}
-	for i, w := range order {
-		if w != i {
-			t.Fatalf("waiters got the lease in the order %v, want arrival order", order)
-		}
-	}
+	})
 	if n := lineLength(t, admin, holder, name); n != 0 {
 		t.Errorf("%d places left in line after every waiter ran", n)
 	}

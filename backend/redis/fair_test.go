@@ -1,8 +1,6 @@
 package redislease_test
 
 import (
-	"context"
-	"sync"
 	"testing"
 	"time"
 
@@ -10,6 +8,7 @@ import (
 
 	"github.com/leasekit/lease"
 	redislease "github.com/leasekit/lease/backend/redis"
+	"github.com/leasekit/lease/internal/fairtest"
 )
 
 // TestRunFairWaitAcrossClients: ten waiters, each with a client and Locker
@@ -26,13 +25,7 @@ func TestRunFairWaitAcrossClients(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const waiters = 10
-	var (
-		mu    sync.Mutex
-		order []int
-		wg    sync.WaitGroup
-	)
-	for i := range waiters {
+	newLocker := func(int) lease.Locker {
 		opts, err := redis.ParseURL(raw)
 		if err != nil {
 			t.Fatal(err)
@@ -41,34 +34,9 @@ func TestRunFairWaitAcrossClients(t *testing.T) {
 		t.Cleanup(func() { _ = c.Close() })
 		l := mustNew(t, c, redislease.WithPrefix(prefix))
 		t.Cleanup(func() { _ = l.Close() })
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			err := lease.Run(ctx, l, "job", 10*time.Second, func(context.Context) error {
-				mu.Lock()
-				order = append(order, i)
-				mu.Unlock()
-				time.Sleep(20 * time.Millisecond)
-				return nil
-			}, lease.WithFairWait(30*time.Second))
-			if err != nil {
-				t.Errorf("waiter %d: %v", i, err)
-			}
-		}()
-		// Arrive one after another: each has queued before the next
-		// starts (a first attempt is one round trip).
-		time.Sleep(50 * time.Millisecond)
+		return l
 	}
-	if err := holder.Release(ctx, held); err != nil {
-		t.Fatal(err)
-	}
-	wg.Wait()
-	if len(order) != waiters {
-		t.Fatalf("%d of %d waiters ran: %v", len(order), waiters, order)
-	}
-	for i, w := range order {
-		if w != i {
-			t.Fatalf("waiters got the lease in the order %v, want arrival order", order)
-		}
-	}
+	// Arrive one after another: each has queued before the next starts
+	// (a first attempt is one round trip).
+	fairtest.ArrivalOrder(t, holder, held, 10, newLocker, 20*time.Millisecond, func(int) { time.Sleep(50 * time.Millisecond) })
 }
