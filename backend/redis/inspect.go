@@ -20,8 +20,8 @@ func (s *store) Inspect(ctx context.Context, name string) (driver.Tenure, bool, 
 
 // ForceRelease implements driver.ForceReleaser with one run of
 // force_release.lua: it deletes the current tenure of name, whoever holds
-// it, and returns it, or reports ok false when there is none. The token
-// counter stays, so the next tenure gets a larger token.
+// it, and returns it, or reports ok false when there is none. The name's
+// token key is left alone, so the next tenure gets a larger token.
 func (s *store) ForceRelease(ctx context.Context, name string) (driver.Tenure, bool, error) {
 	leaseKey, _ := s.keys(name)
 	v, err := forceReleaseScript.Run(ctx, s.client, []string{leaseKey}, name).Result()

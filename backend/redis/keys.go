@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"strings"
+	"time"
 )
 
 // DefaultPrefix is the key prefix of a Locker made without WithPrefix.
@@ -12,11 +13,17 @@ const DefaultPrefix = "lease:"
 // The suffixes of a name's keys after its key base (see keyBase).
 const (
 	leaseSuffix    = ":lease"     // the tenure: a hash that expires with it
-	tokenSuffix    = ":token"     // the last token: an integer that never expires
+	tokenSuffix    = ":token"     // the last token: an integer that expires (tokenMemory)
 	releasedSuffix = ":released:" // + token: the marker of a release (release.lua)
 	queueSuffix    = ":queue"     // the waiting line of AcquireQueued (queue.lua)
 	placesSuffix   = ":places"    // when each place in the line lapses
 )
+
+// tokenMemory is how long a name's last token is kept after the server's
+// clock has passed it (TOKEN_MEMORY_MS in acquire.lua, which must agree):
+// the width of a backwards step of the server's clock that tokens survive.
+// See "Tokens" in the package documentation.
+const tokenMemory = 10 * time.Minute
 
 // keyBase returns the part that every key of name starts with:
 //
@@ -33,7 +40,7 @@ func (s *store) keyBase(name string) string {
 	return s.prefix + "{" + base64.RawURLEncoding.EncodeToString(sum[:]) + "}"
 }
 
-// keys returns the lease key and the token counter key of name:
+// keys returns the lease key and the token key of name:
 //
 //	<prefix>{<base64url(sha256(name))>}:lease
 //	<prefix>{<base64url(sha256(name))>}:token

@@ -30,8 +30,8 @@ const releaseMarkerTTL = time.Minute
 
 // Release implements driver.Store with one run of release.lua: it deletes
 // the lease key when it still holds t's owner and token and reports ok;
-// otherwise it changes nothing and reports ok false. The token counter
-// stays, so the next tenure gets a larger token.
+// otherwise it changes nothing and reports ok false. The name's token key
+// is left alone, so the next tenure gets a larger token.
 //
 // Its outcome is exact under go-redis's resends. Each call sends a random
 // nonce; when the script ends the tenure it also writes the nonce to a

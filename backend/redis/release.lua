@@ -10,7 +10,7 @@
 -- very call (same nonce) ended it before: go-redis resends a request whose
 -- reply was lost, and the resend must report the release its first attempt
 -- made. Returns 0 when the tenure had expired, was released by another call
--- or taken over (nothing is changed). The token counter is kept, so the
+-- or taken over (nothing is changed). The token key is left alone, so the
 -- next tenure gets a larger token; no other script reads the marker, so the
 -- name is free at once. It publishes the token to the name's channel,
 -- <prefix>{<tag>}:free (KEYS[1] with ":lease" replaced by ":free"), for
