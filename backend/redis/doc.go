@@ -93,7 +93,7 @@
 // go-redis resends a request whose connection failed or timed out (up to
 // its MaxRetries). Acquire and Renew are safe to resend: a re-entrant
 // Acquire keeps the token, a second Renew extends again. Release is made
-// exact: each call sends a random nonce, and when release.lua ends the
+// exact: each call sends a nonce of its own, and when release.lua ends the
 // tenure it leaves the nonce in the tenure's release marker, so a resend
 // whose first attempt already ended the tenure reports the release rather
 // than lease.ErrLost. A second, separate Release of the same lease carries

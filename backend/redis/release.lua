@@ -3,7 +3,7 @@
 -- KEYS[1]  the lease hash (see acquire.lua)
 -- KEYS[2]  the release marker of this tenure: <prefix>{<tag>}:released:<token>
 -- ARGV[1]  the name, ARGV[2] the owner, ARGV[3] the token (decimal)
--- ARGV[4]  the nonce of this Release call (random, one per call)
+-- ARGV[4]  the nonce of this Release call (unique, one per call)
 -- ARGV[5]  how long the marker lasts, in milliseconds
 --
 -- Returns 1 when the tenure was intact and is now ended, and also when this
