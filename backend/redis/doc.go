@@ -129,7 +129,9 @@
 // Why: let c be the name's last token. While its key holds c, the next
 // token is at least c+1. Redis drops the key only once its own clock,
 // the one TIME reads, has passed c plus 10 minutes (the expiry is set
-// from that clock, and only a larger token replaces the key); from then
+// from that clock, less the microseconds the script itself runs, and only
+// a larger token replaces the key; a version before this one rewrites it
+// without an expiry, which keeps it longer); from then
 // on, a clock that never steps back by more than 10 minutes reads above
 // c, so a token taken from it is above c too. A tenure held for longer
 // than 10 minutes loses its key before it ends, and that is covered the
