@@ -10,9 +10,11 @@ import (
 
 // Acquire implements driver.Store with one run of acquire.lua.
 //
-// The token of a new tenure is one more than the name's counter but never
-// less than the server's TIME in microseconds, so tokens keep growing even
-// after the counter is lost. Acquired is the server's TIME when the tenure
+// The token of a new tenure is the server's TIME in microseconds, or one
+// more than the name's last token (kept in its token key until the clock
+// has passed it by tokenMemory) when that is not below the clock, so
+// tokens keep growing even after the key is lost (see "Tokens" in the
+// package documentation). Acquired is the server's TIME when the tenure
 // began, kept in the lease hash (zero for a tenure begun by a version that
 // did not record it). Expires is the server's TIME plus ttl
 // (rounded up to a whole millisecond). A failure of the request itself

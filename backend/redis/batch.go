@@ -49,7 +49,7 @@ func (s *store) renewPipeline(ctx context.Context, items []driver.RenewItem, out
 	args := make([][]any, len(items))
 	keys := make([][]string, len(items))
 	for i, it := range items {
-		leaseKey, _ := s.keys(it.Tenure.Name)
+		leaseKey := s.leaseKey(it.Tenure.Name)
 		ms[i] = ttlMillis(it.TTL)
 		keys[i] = []string{leaseKey}
 		args[i] = []any{it.Tenure.Name, it.Tenure.Owner, strconv.FormatUint(it.Tenure.Token, 10), ms[i]}

@@ -53,14 +53,16 @@
 // Each name has keys that share one Redis Cluster hash slot:
 //
 //	<prefix>{<base64url(sha256(name))>}:lease             hash of name, owner, token, acquired; expires by PEXPIRE
-//	<prefix>{<base64url(sha256(name))>}:token             the name's last token; never expires
+//	<prefix>{<base64url(sha256(name))>}:token             the name's last token; expires 10 minutes after the server's clock passes it
 //	<prefix>{<base64url(sha256(name))>}:released:<token>  the nonce of the Release that ended that tenure; expires after a minute
 //
 // The hash tag is a digest, so any name (braces, NUL, 1024 bytes) gives
 // fixed-length keys; the full name is stored in the lease hash and checked
-// by every script. Token counters stay after their leases end (one small
-// key per name ever used), since they are what keeps tokens growing.
-// Release markers exist only for resends (see "Round trips" below) and
+// by every script. A token key outlives its lease by at most 10 minutes
+// past the instant the server's clock passes its token (see "Tokens"
+// below): a name that is not used leaves nothing behind after that, so
+// the keys at rest are one per name used in the last 10 minutes. Release
+// markers exist only for resends (see "Round trips" below) and
 // are read by nothing else: a released name is free at once.
 //
 // The hash's acquired field is the server's TIME, in microseconds, when
@@ -91,7 +93,7 @@
 // go-redis resends a request whose connection failed or timed out (up to
 // its MaxRetries). Acquire and Renew are safe to resend: a re-entrant
 // Acquire keeps the token, a second Renew extends again. Release is made
-// exact: each call sends a random nonce, and when release.lua ends the
+// exact: each call sends a nonce of its own, and when release.lua ends the
 // tenure it leaves the nonce in the tenure's release marker, so a resend
 // whose first attempt already ended the tenure reports the release rather
 // than lease.ErrLost. A second, separate Release of the same lease carries
@@ -101,14 +103,45 @@
 // to whole milliseconds. Lease.Expires and HeldError.Remaining come from
 // the server's TIME and the key's PTTL, never from this process's clock.
 //
-// A new tenure's token is max(counter+1, server TIME in microseconds), and
-// the counter is set to it in the same script. So tokens grow even when the
-// counter is lost (a restart without persistence, FLUSHALL, a failover to
-// a replica that missed the write), as long as the clock of the server that
-// takes over is not behind the lost tokens: each was at most its server's
-// clock when it was issued (unless a single name saw over a million
-// tenures per second), so a restart or failover that takes longer than the
-// servers' clock skew cannot hand out an old number.
+// # Tokens
+//
+// A new tenure's token is the server's TIME in microseconds, or one more
+// than the name's last token when that is not below the clock (a second
+// tenure of the name within a microsecond, or a clock stepped back). The
+// same script stores the token in the name's token key, which expires 10
+// minutes after the server's clock passes the token (SET ... PX, in the
+// same call that reads the key it replaces: SET ... GET on Redis 6.2 and
+// later, a GET and a SET before that). Re-entrant Acquires, Renew,
+// Release and ForceRelease leave the key alone.
+//
+// Tokens of a name strictly increase, provided that
+//
+//   - the server's clock never steps back by more than 10 minutes, and
+//   - a server that answers without the key it should have (after
+//     FLUSHALL, a restart without persistence, a failover to a replica
+//     that missed the write) has a clock that is past every token the
+//     lost key held: its clock is not behind the clock that issued them
+//     by more than the time the loss took (a restart or failover takes
+//     longer than the servers' clock skew), and the lost tokens were not
+//     ahead of their clock (they are, by a microsecond per tenure, only
+//     when one name starts tenures faster than one a microsecond).
+//
+// Why: let c be the name's last token. While its key holds c, the next
+// token is at least c+1. Redis drops the key only once its own clock,
+// the one TIME reads, has passed c plus 10 minutes (the expiry is set
+// from that clock, less the microseconds the script itself runs, and only
+// a larger token replaces the key; a version before this one rewrites it
+// without an expiry, which keeps it longer); from then
+// on, a clock that never steps back by more than 10 minutes reads above
+// c, so a token taken from it is above c too. A tenure held for longer
+// than 10 minutes loses its key before it ends, and that is covered the
+// same way: the key's expiry is counted from the token, not the tenure.
+// A key lost early is the second case above. So the key is kept exactly
+// while the clock alone might not be enough (plus the 10 minutes of
+// margin against a clock stepped back, which NTP does only for offsets
+// beyond 128ms, and a leap second for one second), and nothing about a
+// name is kept for longer.
+//
 // Tokens are about 1.8e15 today and stay below 2^53 until the year 2255.
 //
 // # Failover

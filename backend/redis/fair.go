@@ -21,9 +21,9 @@ var (
 // Acquire would; a caller behind another while the name is free is told
 // to wait for that owner, with the time its place has left.
 func (s *store) AcquireQueued(ctx context.Context, name, owner string, ttl, place time.Duration) (driver.Tenure, error) {
-	base := s.keyBase(name)
+	tag := tagOf(name)
 	ms := ttlMillis(ttl)
-	keys := []string{base + leaseSuffix, base + tokenSuffix, base + queueSuffix, base + placesSuffix}
+	keys := []string{s.key(&tag, leaseSuffix, ""), s.key(&tag, tokenSuffix, ""), s.key(&tag, queueSuffix, ""), s.key(&tag, placesSuffix, "")}
 	v, err := s.runScript(ctx, fairScript, keys, name, owner, ms, ttlMillis(place))
 	if err != nil {
 		return driver.Tenure{}, callErr(ctx, err)

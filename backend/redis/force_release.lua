@@ -5,7 +5,7 @@
 --
 -- Returns {1, name, owner, token, pttl_ms, time_s, time_us, acquired_us}
 -- describing the tenure it ended (as inspect.lua), {0} when there was none.
--- The token counter is kept, so the next tenure gets a larger token. Like
+-- The token key is left alone, so the next tenure gets a larger token. Like
 -- release.lua, it publishes the ended tenure's token to the name's
 -- channel, <prefix>{<tag>}:free.
 

@@ -10,7 +10,7 @@ import (
 // Inspect implements driver.Store with one run of inspect.lua. Expires is
 // the server's TIME plus the lease key's PTTL.
 func (s *store) Inspect(ctx context.Context, name string) (driver.Tenure, bool, error) {
-	leaseKey, _ := s.keys(name)
+	leaseKey := s.leaseKey(name)
 	v, err := inspectScript.Run(ctx, s.client, []string{leaseKey}, name).Result()
 	if err != nil {
 		return driver.Tenure{}, false, callErr(ctx, err)
@@ -20,10 +20,10 @@ func (s *store) Inspect(ctx context.Context, name string) (driver.Tenure, bool, 
 
 // ForceRelease implements driver.ForceReleaser with one run of
 // force_release.lua: it deletes the current tenure of name, whoever holds
-// it, and returns it, or reports ok false when there is none. The token
-// counter stays, so the next tenure gets a larger token.
+// it, and returns it, or reports ok false when there is none. The name's
+// token key is left alone, so the next tenure gets a larger token.
 func (s *store) ForceRelease(ctx context.Context, name string) (driver.Tenure, bool, error) {
-	leaseKey, _ := s.keys(name)
+	leaseKey := s.leaseKey(name)
 	v, err := forceReleaseScript.Run(ctx, s.client, []string{leaseKey}, name).Result()
 	if err != nil {
 		return driver.Tenure{}, false, callErr(ctx, err)

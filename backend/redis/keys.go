@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"strings"
+	"time"
 )
 
 // DefaultPrefix is the key prefix of a Locker made without WithPrefix.
@@ -12,11 +13,17 @@ const DefaultPrefix = "lease:"
 // The suffixes of a name's keys after its key base (see keyBase).
 const (
 	leaseSuffix    = ":lease"     // the tenure: a hash that expires with it
-	tokenSuffix    = ":token"     // the last token: an integer that never expires
+	tokenSuffix    = ":token"     // the last token: an integer that expires (tokenMemory)
 	releasedSuffix = ":released:" // + token: the marker of a release (release.lua)
 	queueSuffix    = ":queue"     // the waiting line of AcquireQueued (queue.lua)
 	placesSuffix   = ":places"    // when each place in the line lapses
 )
+
+// tokenMemory is how long a name's last token is kept after the server's
+// clock has passed it (TOKEN_MEMORY_MS in acquire.lua, which must agree):
+// the width of a backwards step of the server's clock that tokens survive.
+// See "Tokens" in the package documentation.
+const tokenMemory = 10 * time.Minute
 
 // keyBase returns the part that every key of name starts with:
 //
@@ -29,17 +36,46 @@ const (
 // inside the lease hash and every script checks it, so two names can
 // never silently share a lease even if SHA-256 ever collided.
 func (s *store) keyBase(name string) string {
-	sum := sha256.Sum256([]byte(name))
-	return s.prefix + "{" + base64.RawURLEncoding.EncodeToString(sum[:]) + "}"
+	tag := tagOf(name)
+	return s.key(&tag, "", "")
 }
 
-// keys returns the lease key and the token counter key of name:
+// keys returns the lease key and the token key of name:
 //
 //	<prefix>{<base64url(sha256(name))>}:lease
 //	<prefix>{<base64url(sha256(name))>}:token
 func (s *store) keys(name string) (leaseKey, tokenKey string) {
-	base := s.keyBase(name)
-	return base + leaseSuffix, base + tokenSuffix
+	tag := tagOf(name)
+	return s.key(&tag, leaseSuffix, ""), s.key(&tag, tokenSuffix, "")
+}
+
+// leaseKey returns the lease key of name (the first of keys).
+func (s *store) leaseKey(name string) string {
+	tag := tagOf(name)
+	return s.key(&tag, leaseSuffix, "")
+}
+
+// tag is the hash tag of a name's keys: base64url(sha256(name)).
+type tag [43]byte
+
+func tagOf(name string) (t tag) {
+	sum := sha256.Sum256([]byte(name))
+	base64.RawURLEncoding.Encode(t[:], sum[:])
+	return t
+}
+
+// key returns <prefix>{<t>}<suffix><extra>, built in one allocation:
+// every call on a lease builds its keys, so they are kept cheap.
+func (s *store) key(t *tag, suffix, extra string) string {
+	var b strings.Builder
+	b.Grow(len(s.prefix) + len(t) + 2 + len(suffix) + len(extra))
+	b.WriteString(s.prefix)
+	b.WriteByte('{')
+	b.Write(t[:])
+	b.WriteByte('}')
+	b.WriteString(suffix)
+	b.WriteString(extra)
+	return b.String()
 }
 
 // leasePattern is the SCAN MATCH pattern of every lease key under the

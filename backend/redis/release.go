@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/leasekit/lease/driver"
@@ -30,11 +31,11 @@ const releaseMarkerTTL = time.Minute
 
 // Release implements driver.Store with one run of release.lua: it deletes
 // the lease key when it still holds t's owner and token and reports ok;
-// otherwise it changes nothing and reports ok false. The token counter
-// stays, so the next tenure gets a larger token.
+// otherwise it changes nothing and reports ok false. The name's token key
+// is left alone, so the next tenure gets a larger token.
 //
-// Its outcome is exact under go-redis's resends. Each call sends a random
-// nonce; when the script ends the tenure it also writes the nonce to a
+// Its outcome is exact under go-redis's resends. Each call sends a nonce
+// of its own (nextNonce); when the script ends the tenure it also writes the nonce to a
 // marker key of that tenure (<prefix>{<tag>}:released:<token>, in the
 // same hash slot), which expires after releaseMarkerTTL. A resend of the
 // same call, finding the tenure gone and its own nonce in the marker,
@@ -42,14 +43,31 @@ const releaseMarkerTTL = time.Minute
 // separate Release of the lease carries another nonce and reports it lost.
 // Nothing else reads the marker: a released name is free at once.
 func (s *store) Release(ctx context.Context, t driver.Tenure) (bool, error) {
-	return s.release(ctx, t, rand.Text())
+	return s.release(ctx, t, nextNonce())
+}
+
+// nonceSeq numbers the Release calls of this process; noncePrefix, random
+// per process, sets them apart from every other process's.
+var (
+	nonceSeq    atomic.Uint64
+	noncePrefix = rand.Text()
+)
+
+// nextNonce returns a nonce no other Release call has: this process's
+// random prefix (130 bits) and the call's number. A counter costs less
+// than reading 128 random bits on every Release and is just as unique.
+func nextNonce() string {
+	b := make([]byte, 0, len(noncePrefix)+14)
+	b = append(b, noncePrefix...)
+	b = append(b, '.')
+	return string(strconv.AppendUint(b, nonceSeq.Add(1), 36))
 }
 
 // release is Release with the call's nonce given.
 func (s *store) release(ctx context.Context, t driver.Tenure, nonce string) (bool, error) {
-	base := s.keyBase(t.Name)
+	tag := tagOf(t.Name)
 	token := strconv.FormatUint(t.Token, 10)
-	n, err := releaseScript.Run(ctx, s.client, []string{base + leaseSuffix, base + releasedSuffix + token},
+	n, err := releaseScript.Run(ctx, s.client, []string{s.key(&tag, leaseSuffix, ""), s.key(&tag, releasedSuffix, token)},
 		t.Name, t.Owner, token, nonce, releaseMarkerTTL.Milliseconds()).Int64()
 	if err != nil {
 		return false, callErr(ctx, err)

@@ -3,14 +3,14 @@
 -- KEYS[1]  the lease hash (see acquire.lua)
 -- KEYS[2]  the release marker of this tenure: <prefix>{<tag>}:released:<token>
 -- ARGV[1]  the name, ARGV[2] the owner, ARGV[3] the token (decimal)
--- ARGV[4]  the nonce of this Release call (random, one per call)
+-- ARGV[4]  the nonce of this Release call (unique, one per call)
 -- ARGV[5]  how long the marker lasts, in milliseconds
 --
 -- Returns 1 when the tenure was intact and is now ended, and also when this
 -- very call (same nonce) ended it before: go-redis resends a request whose
 -- reply was lost, and the resend must report the release its first attempt
 -- made. Returns 0 when the tenure had expired, was released by another call
--- or taken over (nothing is changed). The token counter is kept, so the
+-- or taken over (nothing is changed). The token key is left alone, so the
 -- next tenure gets a larger token; no other script reads the marker, so the
 -- name is free at once. It publishes the token to the name's channel,
 -- <prefix>{<tag>}:free (KEYS[1] with ":lease" replaced by ":free"), for

@@ -3,6 +3,8 @@ package redislease
 import (
 	"context"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -56,4 +58,30 @@ func TestReleaseRecognisesOnlyItsOwnResend(t *testing.T) {
 		t.Fatalf("release marker %q outlived %s", marker, releaseMarkerTTL)
 	}
 	release("call-1", false, "the same nonce after the marker expired")
+}
+
+// TestNoncesDiffer checks that Release calls, also concurrent ones, never
+// share a nonce, and that nonces carry this process's random prefix.
+func TestNoncesDiffer(t *testing.T) {
+	const workers, each = 4, 1000
+	got := make(chan string, workers*each)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range each {
+				got <- nextNonce()
+			}
+		}()
+	}
+	wg.Wait()
+	close(got)
+	seen := make(map[string]bool, workers*each)
+	for n := range got {
+		if seen[n] || !strings.HasPrefix(n, noncePrefix) || len(noncePrefix) < 26 {
+			t.Fatalf("nonce %q repeated or without the process prefix %q", n, noncePrefix)
+		}
+		seen[n] = true
+	}
 }

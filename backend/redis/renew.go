@@ -15,7 +15,7 @@ import (
 // redis retries a request whose connection failed) extends the tenure
 // again, which is what the caller asked for.
 func (s *store) Renew(ctx context.Context, t driver.Tenure, ttl time.Duration) (driver.Tenure, bool, error) {
-	leaseKey, _ := s.keys(t.Name)
+	leaseKey := s.leaseKey(t.Name)
 	ms := ttlMillis(ttl)
 	v, err := s.runScript(ctx, renewScript, []string{leaseKey}, t.Name, t.Owner, strconv.FormatUint(t.Token, 10), ms)
 	if err != nil {

@@ -32,6 +32,9 @@ func (r reply) str(i int) (string, error) {
 
 // int returns element i as an integer.
 func (r reply) int(i int) (int64, error) {
+	if n, ok := r[i].(int64); ok {
+		return n, nil
+	}
 	s, err := r.str(i)
 	if err != nil {
 		return 0, err
@@ -45,6 +48,9 @@ func (r reply) int(i int) (int64, error) {
 
 // token returns element i as a fencing token: a positive decimal integer.
 func (r reply) token(i int) (uint64, error) {
+	if n, ok := r[i].(int64); ok && n > 0 {
+		return uint64(n), nil
+	}
 	s, err := r.str(i)
 	if err != nil {
 		return 0, err

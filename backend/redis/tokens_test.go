@@ -126,3 +126,106 @@ func TestLargeTokensExactRedis(t *testing.T) {
 	deleteKeys(t, client, prefix)
 	testLargeTokensExact(t, client, prefix)
 }
+
+// tokenMemory is the package's tokenMemory (keys.go): how long a name's
+// last token is kept once the server's clock has passed it.
+const tokenMemory = 10 * time.Minute
+
+// checkTokenKeyExpires fails unless the one token key under prefix has an
+// expiry no later than tokenMemory (plus a second for rounding) from now.
+func checkTokenKeyExpires(t *testing.T, client *redis.Client, prefix, when string) {
+	t.Helper()
+	key := tokenKey(t, client, prefix)
+	left, err := client.PTTL(context.Background(), key).Result()
+	if err != nil {
+		t.Fatalf("%s: PTTL %s: %v", when, key, err)
+	}
+	if left <= 0 || left > tokenMemory+time.Second {
+		t.Fatalf("%s: token key %s has PTTL %s, want an expiry within %s", when, key, left, tokenMemory)
+	}
+}
+
+// testTokenMemoryExpires checks that a name's token key expires after
+// every way of starting a tenure (Acquire, AcquireQueued) and after
+// Release, and that tokens still grow when the key is gone, once the
+// server's clock has passed the last token (forward moves the clock
+// forward by at least a millisecond).
+func testTokenMemoryExpires(t *testing.T, client *redis.Client, prefix string, forward func()) {
+	ctx := context.Background()
+	l := mustNew(t, client, redislease.WithPrefix(prefix))
+	first, err := l.Acquire(ctx, "jobs/memory", "a", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkTokenKeyExpires(t, client, prefix, "after Acquire")
+	if err := l.Release(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	checkTokenKeyExpires(t, client, prefix, "after Release")
+	queued, err := l.AcquireQueued(ctx, "jobs/memory", "b", time.Minute, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if queued.Token <= first.Token {
+		t.Fatalf("AcquireQueued got token %d after %d", queued.Token, first.Token)
+	}
+	checkTokenKeyExpires(t, client, prefix, "after AcquireQueued")
+	if err := l.Release(ctx, queued); err != nil {
+		t.Fatal(err)
+	}
+	last := churn(t, l, "jobs/memory", 50)
+	if last.Token <= queued.Token {
+		t.Fatalf("token %d after %d", last.Token, queued.Token)
+	}
+	checkTokenKeyExpires(t, client, prefix, "after 50 tenures")
+	forward()
+	if err := client.Del(ctx, tokenKey(t, client, prefix)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	after := churn(t, l, "jobs/memory", 50)
+	if after.Token <= last.Token {
+		t.Fatalf("with the token key deleted, the token went back from %d to %d", last.Token, after.Token)
+	}
+	checkTokenKeyExpires(t, client, prefix, "after the key was deleted")
+}
+
+func TestTokenMemoryExpiresMiniredis(t *testing.T) {
+	_, client, advance := newMiniredis(t)
+	testTokenMemoryExpires(t, client, redislease.DefaultPrefix, func() { advance(time.Millisecond) })
+}
+
+func TestTokenMemoryExpiresRedis(t *testing.T) {
+	client, _ := realRedis(t, -1)
+	prefix := randomPrefix("memory")
+	deleteKeys(t, client, prefix)
+	testTokenMemoryExpires(t, client, prefix, func() { time.Sleep(2 * time.Millisecond) })
+}
+
+// TestTokenMemoryOutlastsClockStepMiniredis steps the server's clock back
+// by less than tokenMemory and checks that tokens still grow (the key
+// remembers the last one), then lets the key expire and checks that the
+// clock alone keeps them growing.
+func TestTokenMemoryOutlastsClockStepMiniredis(t *testing.T) {
+	mr, client, advance := newMiniredis(t)
+	l := mustNew(t, client)
+	before := churn(t, l, "jobs/step", 3)
+	advance(-tokenMemory + time.Second)
+	stepped := churn(t, l, "jobs/step", 3)
+	if stepped.Token <= before.Token {
+		t.Fatalf("after the clock stepped back, the token went back from %d to %d", before.Token, stepped.Token)
+	}
+	// The key lasts until tokenMemory after the clock passes its token:
+	// the clock is now 3s past it, and then tokenMemory more.
+	advance(tokenMemory + 2*time.Second)
+	if key := tokenKey(t, client, redislease.DefaultPrefix); !mr.Exists(key) {
+		t.Fatalf("token key %s expired before the clock passed its token by %s", key, tokenMemory)
+	}
+	advance(tokenMemory)
+	if keys, _ := client.Keys(context.Background(), "*:token").Result(); len(keys) != 0 {
+		t.Fatalf("token keys %v still exist after the clock passed their token by %s", keys, tokenMemory)
+	}
+	after := churn(t, l, "jobs/step", 1)
+	if after.Token <= stepped.Token {
+		t.Fatalf("after the token key expired, the token went back from %d to %d", stepped.Token, after.Token)
+	}
+}

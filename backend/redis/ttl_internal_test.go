@@ -2,6 +2,8 @@ package redislease
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 )
@@ -35,5 +37,14 @@ func TestTTLRoundsUpToWholeMilliseconds(t *testing.T) {
 	}
 	if ttl := mr.TTL(lk); ttl != 8*time.Millisecond {
 		t.Fatalf("a renewal for 7.5ms set a key TTL of %s, want 8ms", ttl)
+	}
+}
+
+// TestTokenMemoryAgrees checks that acquire.lua keeps a name's last token
+// for tokenMemory, which the documentation and the tests rely on.
+func TestTokenMemoryAgrees(t *testing.T) {
+	want := fmt.Sprintf("local TOKEN_MEMORY_MS = %d\n", tokenMemory.Milliseconds())
+	if !strings.Contains(acquireSrc, want) {
+		t.Fatalf("acquire.lua does not say %q", want)
 	}
 }
