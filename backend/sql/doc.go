@@ -196,6 +196,36 @@
 // and the time floor keeps them growing after Cleanup deletes old rows.
 // Re-entrant Acquire and Renew keep the token.
 //
+// # Relaxed durability, and what a crash can forget
+//
+// Every operation is one transaction that the database makes durable
+// before it answers, and on PostgreSQL the flush of the write-ahead log is
+// most of an Acquire's or Release's time. A PostgreSQL URL may trade that
+// away with synchronous_commit=off (see backend/sql/postgres: any run-time
+// setting in the URL is sent at connect): the server answers before the
+// flush, and writes the log within three times wal_writer_delay (600ms by
+// default). A crash of the database server (not of a client, and not a
+// clean restart) can then forget what it acknowledged in that window:
+//
+//   - a forgotten Acquire or Renew leaves the row as it was before: the
+//     name can be taken by another owner before the Deadline its holder
+//     was given, so two holders can overlap until the old holder's next
+//     Renew, which finds its tenure gone (lease.ErrLost; lease.Run then
+//     cancels the work);
+//   - a forgotten Release leaves the tenure to expire at its ttl.
+//
+// Tokens still never go back: a token is at least the database's time in
+// milliseconds times 1000 when it was issued, and a server that crashed
+// and came back is past the forgotten tokens' milliseconds (unless its
+// clock stepped back), so a new tenure's token is larger than any the
+// crash forgot, and a fence checker (package fence) still refuses the overlapping
+// old holder once the new one has written. Use the relaxed mode only where
+// a crash of the database may cost that overlap; with the default,
+// nothing acknowledged is forgotten. MySQL and MariaDB have no session
+// setting that does this: innodb_flush_log_at_trx_commit=2 (or 0) is
+// global, set by the operator, and has the same consequences, with up to
+// a second of acknowledged writes in the window.
+//
 // # SQLite: the store's clock is each client's clock
 //
 // SQLite runs inside each client process, so its unixepoch(), which
