@@ -138,13 +138,19 @@ func (k *known) released(t driver.Tenure) (l leaseOf, recyclable bool) {
 	if k.ended == nil {
 		k.ended = map[tenureKey]time.Time{}
 	}
-	boundedPut(k.ended, key, t.Expires.Add(time.Minute), endedMax)
+	// A full map drops half its entries, so that a Locker releasing
+	// thousands of tenures at once sweeps it once per endedMax/2 Releases.
+	// An entry matters while a call that read the tenure before its
+	// Release may still send a keep-alive for it: milliseconds, unless
+	// the read was held up.
+	boundedPut(k.ended, key, t.Expires.Add(time.Minute), endedMax, endedMax/2)
 	return l, ok && l.inflight == 0 && !l.tainted
 }
 
-// boundedPut sets m[key] = until, first dropping the entries whose time
-// has passed, then any, when m has max entries.
-func boundedPut(m map[tenureKey]time.Time, key tenureKey, until time.Time, max int) {
+// boundedPut sets m[key] = until. When m has max entries, it first drops
+// the entries whose time has passed, then arbitrary ones until keep are
+// left.
+func boundedPut(m map[tenureKey]time.Time, key tenureKey, until time.Time, max, keep int) {
 	if len(m) >= max {
 		now := time.Now()
 		for k, u := range m {
@@ -153,7 +159,7 @@ func boundedPut(m map[tenureKey]time.Time, key tenureKey, until time.Time, max i
 			}
 		}
 		for k := range m {
-			if len(m) < max {
+			if len(m) <= keep {
 				break
 			}
 			delete(m, k)
@@ -191,7 +197,7 @@ func (k *known) unsettle(t driver.Tenure) {
 	if k.unsettled == nil {
 		k.unsettled = map[tenureKey]time.Time{}
 	}
-	boundedPut(k.unsettled, keyOf(t), t.Expires.Add(time.Minute), unsettledMax)
+	boundedPut(k.unsettled, keyOf(t), t.Expires.Add(time.Minute), unsettledMax, unsettledMax-1)
 	k.nunsettled.Store(int64(len(k.unsettled)))
 }
 

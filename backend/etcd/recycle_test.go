@@ -98,3 +98,24 @@ func TestReleaseRecyclesOnlyAQuietLease(t *testing.T) {
 		})
 	}
 }
+
+// TestEndedStaysBounded: the tenures a Locker remembers as released stay
+// at most endedMax, however many it releases, and the latest is always
+// among them.
+func TestEndedStaysBounded(t *testing.T) {
+	k := newKnown()
+	exp := time.Now().Add(time.Hour)
+	for i := range 3 * endedMax {
+		ten := driver.Tenure{Name: "n", Owner: "o", Token: uint64(i + 1), Expires: exp}
+		k.remember(ten, clientv3.LeaseID(i+1), 60)
+		if _, ok := k.released(ten); !ok {
+			t.Fatalf("tenure %d: a lease with no keep-alive under way is not recyclable", i)
+		}
+		if len(k.ended) > endedMax {
+			t.Fatalf("after %d Releases the Locker remembers %d released tenures; want at most %d", i+1, len(k.ended), endedMax)
+		}
+		if k.keepAliveStart(ten, clientv3.LeaseID(i+1)) {
+			t.Fatalf("tenure %d: a keep-alive may go out right after its Release", i)
+		}
+	}
+}
