@@ -94,7 +94,11 @@
 // the same with the Waiter hidden (polling), WithFairWait where the
 // backend keeps a queue, bsm/redislock's LinearBackoff(10ms) and
 // ExponentialBackoff(16ms, 1s), redsync's default tries (32, 50–250ms
-// apart) and etcd's Mutex.Lock (a watch on its predecessor).
+// apart) and etcd's Mutex.Lock (a watch on its predecessor). Each lease
+// waiter has a Locker of its own, as waiters in separate processes would
+// (the Lockers share the connection's client; on SQL each opens its own
+// pool by URL); one more row puts every waiter on one Locker, whose
+// waiters take turns before they ask the store.
 //
 // Nothing here asserts a time: the tests only check that each mode runs
 // and reports, with no failed call and no violation of mutual exclusion.

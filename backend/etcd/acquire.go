@@ -96,15 +96,11 @@ func (s *store) acquire(ctx context.Context, name, owner string, ttl time.Durati
 		}
 		s.known.free(name)
 	}
-	done, err := s.write(ctx)
+	l, done, err := s.writeWithLease(ctx, ttl, start)
 	if err != nil {
 		return driver.Tenure{}, nil, err
 	}
 	defer done()
-	l, err := s.leaseFor(ctx, ttl, start)
-	if err != nil {
-		return driver.Tenure{}, nil, err
-	}
 	key := s.key(name)
 	for attempt := 0; ; attempt++ {
 		resp, kaErr, err := s.commit(ctx, &l, key,
@@ -251,6 +247,20 @@ type tenureLease struct {
 	pooled bool
 	id     clientv3.LeaseID
 	ttl    int64
+}
+
+// writeWithLease takes a turn to write (see write) and a lease for a
+// tenure of ttl that starts at start (see leaseFor). The caller calls done
+// when its writes are over.
+func (s *store) writeWithLease(ctx context.Context, ttl time.Duration, start time.Time) (l tenureLease, done func(), err error) {
+	if done, err = s.write(ctx); err != nil {
+		return tenureLease{}, nil, err
+	}
+	if l, err = s.leaseFor(ctx, ttl, start); err != nil {
+		done()
+		return tenureLease{}, nil, err
+	}
+	return l, done, nil
 }
 
 // leaseFor returns a lease for a tenure of ttl that starts at start: one

@@ -102,15 +102,11 @@ type queueStep struct {
 // or the holder or the waiter ahead, or mine, the key as read, when owner
 // holds the name already (then the caller re-enters it).
 func (s *store) acquireQueued(ctx context.Context, name, owner string, ttl, place time.Duration, start time.Time) (driver.Tenure, *mvccpb.KeyValue, error) {
-	done, err := s.write(ctx)
+	l, done, err := s.writeWithLease(ctx, ttl, start)
 	if err != nil {
 		return driver.Tenure{}, nil, err
 	}
 	defer done()
-	l, err := s.leaseFor(ctx, ttl, start)
-	if err != nil {
-		return driver.Tenure{}, nil, err
-	}
 	key, pk := s.key(name), s.placeKey(name, owner)
 	var wait driver.Tenure // the last waiting answer, for when attempts run out
 	for range queueAttempts {
