@@ -3,6 +3,9 @@ package etcdlease
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -117,5 +120,56 @@ func TestListLeavesOutPlaces(t *testing.T) {
 	}
 	if n := lineLength(t, l.s.client, l, name); n != 0 {
 		t.Fatalf("the line holds %d places after Dequeue, want 0", n)
+	}
+}
+
+// TestFairWaitersUnderContention: five Lockers, each with its own client,
+// run lease.Run with WithFairWait on one name again and again. No two
+// hold it at once, every run gets its turn, and the line is empty at the
+// end: a place left behind by a waiter's turn would hold up the others.
+func TestFairWaitersUnderContention(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	defer cancel()
+	admin := newClient(t, testEndpoints, nil)
+	prefix := randomPrefix()
+	ref := mustNew(t, admin, WithPrefix(prefix))
+	name := uniqueName("fair-contention")
+	const lockers, runs = 5, 6
+	var holders, maxHolders, done atomic.Int64
+	var wg sync.WaitGroup
+	for i := range lockers {
+		l := mustNew(t, newClient(t, testEndpoints, nil), WithPrefix(prefix))
+		owner := fmt.Sprintf("worker-%d", i)
+		wg.Go(func() {
+			for range runs {
+				err := lease.Run(ctx, l, name, 5*time.Second, func(context.Context) error {
+					n := holders.Add(1)
+					for {
+						m := maxHolders.Load()
+						if n <= m || maxHolders.CompareAndSwap(m, n) {
+							break
+						}
+					}
+					time.Sleep(3 * time.Millisecond)
+					holders.Add(-1)
+					return nil
+				}, lease.WithOwner(owner), lease.WithFairWait(60*time.Second))
+				if err != nil {
+					t.Errorf("%s: %v", owner, err)
+					return
+				}
+				done.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if m := maxHolders.Load(); m != 1 {
+		t.Fatalf("%d holders at once", m)
+	}
+	if n := done.Load(); n != lockers*runs {
+		t.Fatalf("%d of %d runs got their turn", n, lockers*runs)
+	}
+	if n := lineLength(t, admin, ref, name); n != 0 {
+		t.Fatalf("%d places left in line after every run", n)
 	}
 }
