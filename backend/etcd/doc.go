@@ -60,7 +60,8 @@
 // # Requests ahead of and behind the caller
 //
 // The Locker keeps a small pool of leases granted ahead of use, per TTL,
-// refilled as Acquires use them up, so that Acquire is one transaction
+// refilled as Acquires use them up and by the leases Releases give back,
+// so that Acquire is one transaction
 // (with a keep-alive of the pooled lease on the keep-alive stream
 // alongside, so that the tenure lasts ttl from the Acquire however long
 // the lease waited). It keeps a few LeaseKeepAlive streams open, so that
@@ -74,7 +75,8 @@
 // so do their reads.
 //
 // Behind the caller, after the call has its answer: the revocation of a
-// lease that no tenure uses any more, and the grant that refills the pool.
+// lease that no tenure uses any more and that cannot go back to the pool,
+// and the grant that refills the pool.
 // They run in the background, bounded in time and number, so a cluster
 // that stops answering after the decisive request cannot hold a call past
 // its context; Close revokes the pool's spare leases and waits for the

@@ -24,11 +24,14 @@ import (
 //
 // The pool grows only while Acquires ask for it: a take that finds no
 // spare within half a TTL of the previous take starts a refill, and so
-// does every pooled lease that a tenure uses up, so that the spares match
-// the Acquires a Locker makes at once. A Locker that acquires seldom
-// grants on demand, as if there were no pool, and an idle one holds at
-// most its spares until they go stale. A lease that an Acquire took but
-// did not use (the name was held) goes back without a refill.
+// does every pooled lease that a tenure uses up while the class has fewer
+// than poolLow spares, so that the spares match the Acquires a Locker
+// makes at once. A Release gives its tenure's lease back (recycle), so a
+// Locker that acquires and releases stops granting once it has poolLow
+// spares. A Locker that acquires seldom grants on demand, as if there
+// were no pool, and an idle one holds at most its spares until they go
+// stale. A lease that an Acquire took but did not use (the name was held)
+// goes back without a refill.
 type pool struct {
 	s    *store
 	ctx  context.Context // the refills' context; cancelled by close
