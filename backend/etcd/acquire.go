@@ -284,35 +284,62 @@ func (s *store) grantFor(ctx context.Context, ttl time.Duration, start time.Time
 }
 
 // commit commits If(cmps).Then(then).Else(els) on key, a transaction that
-// may put key on l (shared with concurrent calls' transactions, see
-// writer), and, when l came from the pool, sends a keep-alive of l on the
-// keep-alive stream at the same time, and waits for both. kaErr is the keep-alive's failure, or a
-// lease that etcd no longer has: a tenure the transaction put on l is then
-// not known to last its ttl. When both succeed, l lasts its TTL from a
-// moment after the call began.
+// may put key on l, with a keep-alive of l alongside when l came from the
+// pool (see txnKeeping). kaErr is the keep-alive's failure, or a lease
+// that etcd no longer has: a tenure the transaction put on l is then not
+// known to last its ttl. When both succeed, l lasts its TTL from a moment
+// after the call began.
 //
 // The caller holds a turn to write (see write).
 func (s *store) commit(ctx context.Context, l *tenureLease, key string, cmps []clientv3.Cmp, then, els []clientv3.Op) (resp *clientv3.TxnResponse, kaErr, err error) {
-	if !l.pooled {
-		resp, err := s.writes.txn(ctx, key, cmps, then, els)
-		return resp, nil, err
-	}
-	sent := time.Now()
-	ka := s.keeper.start(ctx, []clientv3.LeaseID{l.id})
-	resp, err = s.writes.txn(ctx, key, cmps, then, els)
-	switch ttls, err := ka.wait(); {
-	case err != nil:
-		kaErr = fmt.Errorf("keep-alive of etcd lease %x: %w", l.id, err)
-	case ttls[0] == 0:
+	wasPooled := l.pooled
+	resp, _, kaErr, err = s.txnKeeping(ctx, key, cmps, then, els, []*tenureLease{l})
+	switch {
+	case kaErr != nil:
+		kaErr = fmt.Errorf("keep-alive of etcd lease %x: %w", l.id, kaErr)
+	case wasPooled && l.pooled:
 		kaErr = fmt.Errorf("etcd lease %x: %w", l.id, errLeaseGone)
-	default:
-		l.ttl = ttls[0]
-	}
-	if kaErr == nil {
-		l.pooled = false
-		l.pooledLease.fresh, l.pooledLease.ttl = sent, l.ttl
 	}
 	return resp, kaErr, err
+}
+
+// txnKeeping commits If(cmps).Then(then).Else(els) on key (shared with
+// concurrent calls' transactions, see writer) and, at the same time, on
+// the keep-alive stream, keeps alive each lease of leases that came from
+// the pool and was not kept alive since (pooled; nil entries are
+// skipped) and each lease of also; it waits for both. A pooled lease that
+// etcd kept alive is pooled no more: it lasts its TTL from a moment after
+// the call began. alsoTTLs are etcd's answers for also (0: it no longer
+// has the lease); kaErr is the keep-alive call's failure, and then no
+// lease changed.
+func (s *store) txnKeeping(ctx context.Context, key string, cmps []clientv3.Cmp, then, els []clientv3.Op, leases []*tenureLease, also ...clientv3.LeaseID) (resp *clientv3.TxnResponse, alsoTTLs []int64, kaErr, err error) {
+	var ids []clientv3.LeaseID
+	var kept []*tenureLease
+	for _, l := range leases {
+		if l != nil && l.pooled {
+			ids, kept = append(ids, l.id), append(kept, l)
+		}
+	}
+	ids = append(ids, also...)
+	if len(ids) == 0 {
+		resp, err = s.writes.txn(ctx, key, cmps, then, els)
+		return resp, nil, nil, err
+	}
+	sent := time.Now()
+	ka := s.keeper.start(ctx, ids)
+	resp, err = s.writes.txn(ctx, key, cmps, then, els)
+	ttls, kaErr := ka.wait()
+	if kaErr != nil {
+		return resp, nil, kaErr, err
+	}
+	for i, l := range kept {
+		if ttls[i] > 0 {
+			l.pooled = false
+			l.ttl = ttls[i]
+			l.pooledLease.fresh, l.pooledLease.ttl = sent, ttls[i]
+		}
+	}
+	return resp, ttls[len(kept):], nil, err
 }
 
 // errLeaseGone reports a lease that etcd no longer has when a call needed

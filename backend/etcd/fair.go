@@ -198,10 +198,7 @@ func (s *store) queueStep(ctx context.Context, l *tenureLease, key, pk, owner st
 	for attempt := 0; ; attempt++ {
 		var cmps []clientv3.Cmp
 		var then, els []clientv3.Op
-		var keep []clientv3.LeaseID
-		if l.pooled {
-			keep = append(keep, l.id)
-		}
+		var also []clientv3.LeaseID // the known place's lease, kept alive alongside
 		if known {
 			cmps = []clientv3.Cmp{
 				clientv3.Compare(clientv3.CreateRevision(key), "=", 0),
@@ -211,7 +208,7 @@ func (s *store) queueStep(ctx context.Context, l *tenureLease, key, pk, owner st
 			}
 			then = []clientv3.Op{clientv3.OpPut(key, owner, clientv3.WithLease(l.id)), clientv3.OpDelete(pk)}
 			els = []clientv3.Op{clientv3.OpGet(key), clientv3.OpGet(pk), firstInLine}
-			keep = append(keep, p.lease)
+			also = []clientv3.LeaseID{p.lease}
 		} else {
 			cmps = []clientv3.Cmp{
 				clientv3.Compare(clientv3.CreateRevision(key), "=", 0),
@@ -225,21 +222,8 @@ func (s *store) queueStep(ctx context.Context, l *tenureLease, key, pk, owner st
 				[]clientv3.Op{clientv3.OpPut(pk, owner, clientv3.WithLease(pl.id))},
 				[]clientv3.Op{clientv3.OpGet(pk)})
 			els = []clientv3.Op{clientv3.OpGet(key), join, firstInLine}
-			if pl.pooled {
-				keep = append(keep, pl.id)
-			}
 		}
-		sent := time.Now()
-		var ka *kaCall
-		if len(keep) > 0 {
-			ka = s.keeper.start(ctx, keep)
-		}
-		resp, err := s.writes.txn(ctx, key, cmps, then, els)
-		var ttls []int64
-		var kaErr error
-		if ka != nil {
-			ttls, kaErr = ka.wait()
-		}
+		resp, alsoTTLs, kaErr, err := s.txnKeeping(ctx, key, cmps, then, els, []*tenureLease{l, pl}, also...)
 		if isLeaseNotFound(err) && attempt == 0 {
 			// A pooled lease ended before the transaction (which cannot
 			// have been applied then): grant fresh ones and try again.
@@ -263,25 +247,6 @@ func (s *store) queueStep(ctx context.Context, l *tenureLease, key, pk, owner st
 				s.usedUp(*pl)
 			}
 			return queueStep{}, err
-		}
-		// Which keep-alive answered for which lease.
-		lTTL, pTTL := int64(-1), int64(-1)
-		if kaErr == nil {
-			i := 0
-			if l.pooled {
-				lTTL, i = ttls[0], 1
-			}
-			if i < len(ttls) {
-				pTTL = ttls[i]
-			}
-		}
-		if lTTL > 0 {
-			l.pooled = false
-			l.pooledLease.fresh, l.pooledLease.ttl, l.ttl = sent, lTTL, lTTL
-		}
-		if pl != nil && pl.pooled && pTTL > 0 {
-			pl.pooled = false
-			pl.pooledLease.fresh, pl.pooledLease.ttl, pl.ttl = sent, pTTL, pTTL
 		}
 		st := queueStep{rev: resp.Header.Revision}
 		if resp.Succeeded {
@@ -313,7 +278,7 @@ func (s *store) queueStep(ctx context.Context, l *tenureLease, key, pk, owner st
 			if kvs := resp.Responses[1].GetResponseRange().GetKvs(); len(kvs) > 0 {
 				st.place = placeRec{rev: kvs[0].CreateRevision, lease: clientv3.LeaseID(kvs[0].Lease)}
 				st.placed = true
-				st.placeFresh = st.place.lease == p.lease && kaErr == nil && pTTL > 0
+				st.placeFresh = st.place.lease == p.lease && kaErr == nil && alsoTTLs[0] > 0
 			}
 		} else {
 			joined := resp.Responses[1].GetResponseTxn()
@@ -323,7 +288,7 @@ func (s *store) queueStep(ctx context.Context, l *tenureLease, key, pk, owner st
 			case joined.Succeeded:
 				st.place = placeRec{rev: resp.Header.Revision, lease: pl.id}
 				st.placed = true
-				st.placeFresh = !pl.pooled || pTTL > 0
+				st.placeFresh = !pl.pooled // granted now, or kept alive alongside
 				if pl.fromPool {
 					s.pool.usedUp(pl.sec)
 				}
@@ -339,9 +304,6 @@ func (s *store) queueStep(ctx context.Context, l *tenureLease, key, pk, owner st
 			s.places.put(pk, st.place)
 		} else {
 			s.places.forget(pk)
-		}
-		if kaErr != nil && st.placed && st.placeFresh {
-			return queueStep{}, fmt.Errorf("keep-alive of the place's etcd lease: %w", kaErr)
 		}
 		return st, nil
 	}
