@@ -90,6 +90,7 @@ var cases = []testCase{
 	{name: "a watch wakes when another locker releases or force-releases the name", contract: "waiter", fn: watchWakesOnAnotherLockersRelease},
 	{name: "queued waiters get a free name in arrival order", contract: "fair", fn: fairQueueOrder},
 	{name: "a waiter that gives up or lets its place expire holds up no one", contract: "fair", fn: fairPlaceExpires, waits: 1},
+	{name: "the holder's queued Acquire re-enters and keeps no place; a plain Acquire passes the line", contract: "fair", fn: fairHolderAndBarger},
 	// lease.Run over the store.
 	{name: "Run holds the lease while fn runs and releases it after", contract: "run", fn: runHoldsAndReleases},
 	{name: "Run returns HeldError without calling fn when the lease is busy", contract: "run", fn: runBusyNeverCallsFn},

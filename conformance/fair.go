@@ -109,3 +109,45 @@ func fairPlaceExpires(t testing.TB, s *suite) {
 	}
 	s.mustHold(t, l, got, "after the queued Acquire")
 }
+
+// fairHolderAndBarger: the holder's own AcquireQueued re-enters its tenure
+// (same token) and leaves it no place in line, and a plain Acquire of a
+// free name does not wait for the line: fairness binds only the waiters
+// that queue.
+func fairHolderAndBarger(t testing.TB, s *suite) {
+	l := s.locker(t)
+	fa := s.fairer(t, l)
+	ctx := t.Context()
+	name := s.name("fair-holder")
+	held, _ := s.acquire(t, l, name, "holder", long)
+	again, err := fa.AcquireQueued(ctx, name, "holder", long, long)
+	if err != nil {
+		failCall(t, "AcquireQueued by the holder", err)
+	}
+	if again.Owner != "holder" || again.Token != held.Token {
+		t.Fatalf("AcquireQueued by the holder returned %v; want its own tenure, token %d", again, held.Token)
+	}
+	if err := l.Release(ctx, again); err != nil {
+		failCall(t, "Release", err)
+	}
+	// Had the holder kept a place, the next waiter would be told to wait
+	// for it.
+	next, err := fa.AcquireQueued(ctx, name, "next", long, long)
+	if err != nil {
+		failCall(t, "AcquireQueued of a free name after the holder's release (the holder must have left no place)", err)
+	}
+	if next.Owner != "next" || next.Token <= held.Token {
+		t.Fatalf("AcquireQueued by next returned %v; want a tenure of next with a token above %d", next, held.Token)
+	}
+	s.queued(t, fa, name, "waiter", "next")
+	if err := l.Release(ctx, next); err != nil {
+		failCall(t, "Release", err)
+	}
+	barger, _ := s.acquire(t, l, name, "barger", long)
+	if barger.Token <= next.Token {
+		t.Fatalf("the plain Acquire ahead of the line got token %d; want above %d", barger.Token, next.Token)
+	}
+	if err := fa.Dequeue(ctx, name, "waiter"); err != nil {
+		failCall(t, "Dequeue", err)
+	}
+}
