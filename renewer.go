@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"reflect"
 	"slices"
 	"sync"
@@ -123,13 +122,42 @@ func comparable(l Locker) bool {
 // which could be past its Deadline.
 func (j *renewJob) nextAfter(l Lease) time.Time {
 	sent := l.Deadline.Add(-(j.ttl - DriftMargin(j.ttl)))
-	return sent.Add(jitter(j.every))
+	key := l.Expires
+	if key.IsZero() {
+		key = l.Deadline
+	}
+	return sent.Add(jitter(j.every, key))
 }
 
 // jitter spreads renewals over ±10% of every, so that Runs started
-// together do not renew in waves.
-func jitter(every time.Duration) time.Duration {
-	return every - every/10 + rand.N(every/5+1)
+// together do not renew in waves. The spread is a hash of the lease's
+// Expires (its Deadline when the store gives none), not a fresh draw:
+// leases with one Expires (those one etcd batch renewal renewed, or the
+// tenures of one shared etcd grant) stay due together and go in one call
+// again, so that a store that renews them with one request (etcd's groups
+// of tenures on one lease) goes on doing so, while leases granted apart,
+// whose Expires differ, spread as if drawn at random.
+func jitter(every time.Duration, key time.Time) time.Duration {
+	h := uint64(key.UnixNano()) + 0x9e3779b97f4a7c15 // splitmix64
+	h = (h ^ h>>30) * 0xbf58476d1ce4e5b9
+	h = (h ^ h>>27) * 0x94d049bb133111eb
+	h ^= h >> 31
+	return every - every/10 + time.Duration(h%uint64(every/5+1))
+}
+
+// chunks splits due, sorted by Deadline, into calls of maxBatch leases,
+// each stretched (up to twice that) rather than split between leases
+// next to each other that share an Expires.
+func chunks(due []*renewJob) [][]*renewJob {
+	var out [][]*renewJob
+	for len(due) > 0 {
+		n := min(maxBatch, len(due))
+		for n < len(due) && n < 2*maxBatch && due[n].h.get().Expires.Equal(due[n-1].h.get().Expires) {
+			n++
+		}
+		out, due = append(out, due[:n]), due[n:]
+	}
+	return out
 }
 
 func (r *renewer) poke() {
@@ -169,7 +197,7 @@ func (r *renewer) loop() {
 			}
 			continue
 		}
-		for chunk := range slices.Chunk(due, maxBatch) {
+		for _, chunk := range chunks(due) {
 			r.renew(chunk)
 		}
 	}
@@ -198,8 +226,52 @@ func (r *renewer) due(now time.Time) ([]*renewJob, time.Duration) {
 	if first > 0 {
 		return nil, min(first, time.Hour)
 	}
+	// Leases that share an Expires with one going now go along, even if
+	// not yet near: the tenures of one shared etcd grant, acquired a
+	// little apart, are renewed together from the first sweep on.
+	with := map[int64]bool{}
+	for _, j := range near {
+		if e := j.h.get().Expires; !e.IsZero() {
+			with[e.UnixNano()] = true
+		}
+	}
+	for j := range r.jobs {
+		if e := j.h.get().Expires; !e.IsZero() && with[e.UnixNano()] && !j.inflight && !j.over && j.ctx.Err() == nil && j.next.Sub(now) > j.every/8 {
+			near = append(near, j)
+		}
+	}
 	slices.SortFunc(near, func(a, b *renewJob) int { return a.h.get().Deadline.Compare(b.h.get().Deadline) })
-	return near, 0
+	return bunch(near), 0
+}
+
+// bunch reorders jobs, sorted by Deadline, so that those that share an
+// Expires are next to each other, at the place of the most urgent of
+// them: chunks then keep them in one call.
+func bunch(jobs []*renewJob) []*renewJob {
+	at := map[int64]int{} // Expires → index into buckets
+	var buckets [][]*renewJob
+	for _, j := range jobs {
+		e := j.h.get().Expires
+		if e.IsZero() {
+			buckets = append(buckets, []*renewJob{j})
+			continue
+		}
+		i, ok := at[e.UnixNano()]
+		if !ok {
+			i = len(buckets)
+			at[e.UnixNano()] = i
+			buckets = append(buckets, nil)
+		}
+		buckets[i] = append(buckets[i], j)
+	}
+	if len(buckets) == len(jobs) {
+		return jobs
+	}
+	out := jobs[:0:0]
+	for _, b := range buckets {
+		out = append(out, b...)
+	}
+	return out
 }
 
 // renew renews chunk in one call (or a few, without BatchRenewer) bounded
