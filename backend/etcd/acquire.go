@@ -96,28 +96,40 @@ func (s *store) acquire(ctx context.Context, name, owner string, ttl time.Durati
 		}
 		s.known.free(name)
 	}
-	l, done, err := s.writeWithLease(ctx, ttl, start)
+	// No turn to write (see write): the grants that Acquires share are
+	// bounded per TTL (see grants), and their transactions by the writer.
+	l, from, err := s.sharedGrant(ctx, ttl, start)
 	if err != nil {
 		return driver.Tenure{}, nil, err
 	}
-	defer done()
 	key := s.key(name)
 	for attempt := 0; ; attempt++ {
 		resp, kaErr, err := s.commit(ctx, &l, key,
 			[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0)},
 			[]clientv3.Op{clientv3.OpPut(key, owner, clientv3.WithLease(l.id))},
 			[]clientv3.Op{clientv3.OpGet(key)})
-		if isLeaseNotFound(err) && l.pooled && attempt == 0 {
-			// The pooled lease ended before the transaction (it cannot
-			// have been applied without it): grant one now and retry.
+		if isLeaseNotFound(err) && (l.pooled || l.group) && attempt == 0 {
+			// The pooled lease ended before the transaction, or the
+			// group's lease while the transaction waited for its turn
+			// (it cannot have been applied without it): grant one now
+			// and retry.
 			s.usedUp(l)
+			if l.group {
+				s.known.groupDone(l.id, nil, true)
+			}
 			if l, err = s.grantFor(ctx, ttl, start); err != nil {
 				return driver.Tenure{}, nil, err
 			}
+			from = start
 			continue
 		}
 		if err != nil {
 			s.usedUp(l)
+			if l.group {
+				s.known.groupDone(l.id, nil, false)
+			} else {
+				s.known.unanswer(l.id, time.Now().Add(time.Duration(l.ttl)*time.Second))
+			}
 			return driver.Tenure{}, nil, err
 		}
 		if resp.Succeeded {
@@ -128,8 +140,13 @@ func (s *store) acquire(ctx context.Context, name, owner string, ttl time.Durati
 				return driver.Tenure{}, nil, kaErr
 			}
 			// A new key: its create revision is the transaction's revision.
-			t := held(name, owner, resp.Header.Revision, start, l.ttl)
-			s.known.remember(t, l.id, l.ttl)
+			t := held(name, owner, resp.Header.Revision, from, l.ttl)
+			if l.group {
+				s.known.remember(t, l.id, l.ttl)
+				s.known.groupDone(l.id, &t, true)
+			} else {
+				s.known.rememberSolo(t, l.id, l.ttl)
+			}
 			return t, nil, nil
 		}
 		kvs := resp.Responses[0].GetResponseRange().GetKvs()
@@ -172,6 +189,11 @@ func (s *store) reenter(ctx context.Context, name, owner string, ttl time.Durati
 	if s.known.isUnsettled(t) {
 		return s.move(ctx, t, ttl, start, id) // see move
 	}
+	if sole, err := s.soleOn(ctx, t, id); err != nil {
+		return driver.Tenure{}, false, err
+	} else if !sole {
+		return s.move(ctx, t, ttl, start, id)
+	}
 	if !s.known.keepAliveStart(t, id) {
 		return driver.Tenure{}, false, nil // released meanwhile: start again
 	}
@@ -196,6 +218,10 @@ func (s *store) reenter(ctx context.Context, name, owner string, ttl time.Durati
 // when it is fresh from its grant or keep-alive after the call began,
 // else revoked.
 func (s *store) unused(ctx context.Context, l tenureLease) {
+	if l.group {
+		s.known.groupDone(l.id, nil, true)
+		return
+	}
 	if l.pooled {
 		s.revokes.revoke(ctx, l.id)
 		s.usedUp(l)
@@ -245,8 +271,11 @@ type tenureLease struct {
 	// alive since: the transaction that uses it needs a keep-alive
 	// alongside.
 	pooled bool
-	id     clientv3.LeaseID
-	ttl    int64
+	// group says the lease is shared with the other Acquires of a burst
+	// (see grants).
+	group bool
+	id    clientv3.LeaseID
+	ttl   int64
 }
 
 // writeWithLease takes a turn to write (see write) and a lease for a

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/leasekit/lease/driver"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -20,19 +21,23 @@ const batchSingles = 8
 // Renew would renew it, with the same outcome, and the round trips do not
 // grow with the batch.
 //
-// Every tenure keeps its own etcd lease (tenures cannot share one: see
-// "Why every tenure has its own etcd lease" in the package
-// documentation), so a batch of n renewals is n keep-alives; they go out
-// back to back on the Locker's keep-alive stream, and etcd answers them in
-// one pass. Alongside them go the reads that check each tenure is intact
-// and still on its lease: read-only transactions of up to 128 gets each,
-// all sent at once. A batch whose leases the Locker knows (it acquired or
-// renewed the tenures before, as lease.Run's renewer does) costs one
-// round trip: n keep-alive messages and ⌈n/128⌉ read transactions. A
-// tenure whose lease it does not know is read first and kept alive in a
-// second round trip, together with every other such tenure of the batch.
-// A tenure that must move to a lease of another TTL, or whose lease
-// changed under the batch, is renewed by a single Renew, a few at a time.
+// The tenures a Locker acquired in a burst share etcd leases (see "Which
+// tenures share an etcd lease" in the package documentation): a group's
+// lease is kept alive once when the batch renews every tenure on it, and
+// a lease of its own once per tenure. The keep-alives go out back to back
+// on the Locker's keep-alive streams, and etcd answers them in one pass.
+// Alongside them go the reads that check each tenure is intact and still
+// on its lease: read-only transactions of up to 128 gets each, all sent at
+// once. A batch whose leases the Locker knows (it acquired or renewed the
+// tenures before, as lease.Run's renewer does) costs one round trip: a
+// keep-alive per lease and ⌈n/128⌉ read transactions. A tenure whose
+// lease it does not know is read first; a LeaseTimeToLive of its lease
+// then lists the keys on it, and the keep-alive goes out in a third round
+// trip, together with every other such tenure of the batch, if the lease
+// carries nothing else. A tenure that must move to a lease of its own
+// (another TTL, a group the batch does not cover, a lease that carries
+// other keys) or whose lease changed under the batch is renewed by a
+// single Renew, a few at a time.
 func (s *store) RenewBatch(ctx context.Context, items []driver.RenewItem) ([]driver.RenewOutcome, error) {
 	start := time.Now()
 	out := make([]driver.RenewOutcome, len(items))
@@ -40,16 +45,50 @@ func (s *store) RenewBatch(ctx context.Context, items []driver.RenewItem) ([]dri
 	leases := make([]leaseOf, len(items))
 	knownAt := make([]int, len(items)) // index into kaIDs, or -1
 	var kaIDs []clientv3.LeaseID
+	groups := map[clientv3.LeaseID][]int{}
+	shared := make([]bool, len(items)) // on a lease that may carry other tenures
 	for i, it := range items {
 		keys[i] = s.key(it.Tenure.Name)
 		knownAt[i] = -1
-		if l, ok := s.known.lease(it.Tenure); ok {
-			leases[i] = l
-			if l.ttl == s.grantedTTL(it.TTL) && s.known.keepAliveStart(it.Tenure, l.id) {
-				knownAt[i] = len(kaIDs)
-				kaIDs = append(kaIDs, l.id)
+		l, ok := s.known.lease(it.Tenure)
+		if !ok {
+			continue
+		}
+		leases[i] = l
+		switch {
+		case l.ttl != s.grantedTTL(it.TTL):
+		case s.known.inGroup(l.id):
+			groups[l.id] = append(groups[l.id], i)
+		case !l.solo:
+			// A lease this Locker only read: Renew checks it carries
+			// nothing else.
+			shared[i] = true
+		case s.known.keepAliveStart(it.Tenure, l.id):
+			knownAt[i] = len(kaIDs)
+			kaIDs = append(kaIDs, l.id)
+		}
+	}
+	// A group's lease is kept alive once, for all its tenures, when the
+	// batch renews every one of them; otherwise those in the batch move
+	// onto leases of their own (see grants).
+	for id, idx := range groups {
+		in := make(map[tenureKey]bool, len(idx))
+		for _, i := range idx {
+			in[keyOf(items[i].Tenure)] = true
+		}
+		if !s.known.covers(id, in) {
+			for _, i := range idx {
+				shared[i] = true
+			}
+			continue
+		}
+		at := len(kaIDs)
+		for _, i := range idx {
+			if s.known.keepAliveStart(items[i].Tenure, id) {
+				knownAt[i] = at
 			}
 		}
+		kaIDs = append(kaIDs, id)
 	}
 
 	// First round trip: the keep-alives of the known leases, and a read
@@ -76,6 +115,8 @@ func (s *store) RenewBatch(ctx context.Context, items []driver.RenewItem) ([]dri
 	for i, it := range items {
 		t, kv := it.Tenure, kvs[i]
 		switch {
+		case shared[i]:
+			singles = append(singles, i)
 		case s.known.isUnsettled(t):
 			// A move of it failed without an answer: Renew moves it.
 			singles = append(singles, i)
@@ -104,15 +145,23 @@ func (s *store) RenewBatch(ctx context.Context, items []driver.RenewItem) ([]dri
 	// the single Renews.
 	wg.Go(func() { s.renewEach(ctx, items, singles, out) })
 	if len(later) > 0 {
+		sole := s.soleMany(ctx, items, kvs, later, out)
 		ids := make([]clientv3.LeaseID, 0, len(later))
-		var ready []int
-		for _, i := range later {
+		var ready, moving []int
+		for n, i := range later {
 			id := clientv3.LeaseID(kvs[i].Lease)
-			if !s.known.keepAliveStart(items[i].Tenure, id) {
+			switch {
+			case out[i].Err != nil:
+				continue
+			case !sole[n]:
+				moving = append(moving, i)
+				continue
+			case !s.known.keepAliveStart(items[i].Tenure, id):
 				continue // released meanwhile: lost
 			}
 			ids, ready = append(ids, id), append(ready, i)
 		}
+		wg.Go(func() { s.renewEach(ctx, items, moving, out) })
 		later = ready
 		var ttls []int64
 		var err error
@@ -169,4 +218,31 @@ func (s *store) renewEach(ctx context.Context, items []driver.RenewItem, idx []i
 	}
 	close(work)
 	wg.Wait()
+}
+
+// maxSoleChecks bounds the LeaseTimeToLive calls of one soleMany under
+// way at once: a batch as large as lease.Run's renewer sends goes out in
+// one wave.
+const maxSoleChecks = 512
+
+// soleMany is soleOn for each tenure items[i], i in idx, on the lease
+// kvs[i] names, all at once (up to maxSoleChecks); a failure goes into
+// out[i].Err.
+func (s *store) soleMany(ctx context.Context, items []driver.RenewItem, kvs []*mvccpb.KeyValue, idx []int, out []driver.RenewOutcome) []bool {
+	sole := make([]bool, len(idx))
+	sem := make(chan struct{}, maxSoleChecks)
+	var wg sync.WaitGroup
+	for n, i := range idx {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			var err error
+			sole[n], err = s.soleOn(ctx, items[i].Tenure, clientv3.LeaseID(kvs[i].Lease))
+			if err != nil {
+				out[i].Err = err
+			}
+		})
+	}
+	wg.Wait()
+	return sole
 }

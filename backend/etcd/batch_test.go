@@ -81,7 +81,7 @@ func TestRenewBatchRoundTrips(t *testing.T) {
 		err = ow.waves(t, func() error {
 			res = other.RenewBatch(ctx, requests(held, time.Minute))
 			return nil
-		}, repeat("Txn", txns), repeat("KeepAlive", n))
+		}, repeat("Txn", txns), repeat("LeaseTimeToLive", n), repeat("KeepAlive", n))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -91,8 +91,8 @@ func TestRenewBatchRoundTrips(t *testing.T) {
 			}
 		}
 		calls, total = ow.take()
-		t.Logf("a batch of %3d renewals by another Locker:          2 round trips, %d requests: %s", n, total, calls)
-		if want := fmt.Sprintf("KeepAlive×%d Txn×%d", n, txns); calls != want {
+		t.Logf("a batch of %3d renewals by another Locker:          3 round trips, %d requests: %s", n, total, calls)
+		if want := fmt.Sprintf("KeepAlive×%d LeaseTimeToLive×%d Txn×%d", n, n, txns); calls != want {
 			t.Errorf("a batch of %d renewals by another Locker sent %s; want %s", n, calls, want)
 		}
 	}

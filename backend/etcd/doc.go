@@ -29,26 +29,54 @@
 // or comes from a holder that lost its tenure, can never touch a later
 // tenure: it returns an error matching lease.ErrLost and changes nothing.
 //
-// # Why every tenure has its own etcd lease
+// # Which tenures share an etcd lease
 //
 // A tenure lives exactly as long as its etcd lease: etcd ends a key only
-// by ending the lease it is attached to. So tenures cannot share a lease,
-// as the keys of a concurrency.Session do: renewing one would extend the
-// others, and a tenure whose holder stopped renewing would live on as
-// long as any other on its lease is renewed (the Locker could delete it
-// when its ttl ran out, but by its own clock, and not at all if it
-// crashed). So a lease carries one tenure at a time.
+// by ending the lease it is attached to. A keep-alive of a lease renews
+// every key on it, so tenures cannot share a lease as the keys of a
+// concurrency.Session do: renewing one would extend the others, and a
+// tenure whose holder stopped renewing would live on as long as any other
+// on its lease is renewed. So a lease carries one tenure, or a group of
+// tenures that are renewed together:
+//
+//   - A lease of its own, from the pool or granted for one Acquire, is
+//     the rule when Acquires come one at a time.
+//   - The Acquires of a burst share grants (see grants in group.go): an
+//     Acquire that needs a lease while a grant of its TTL is under way
+//     waits for the next grant, with every other that asked meanwhile, up
+//     to 128. Each asked before the grant was sent, so its tenure lasts no
+//     less than its ttl from its call (its Deadline holds) and, since
+//     nothing keeps the lease alive for others, no more than the ttl after
+//     its transaction. Ten thousand Acquires at once cost about eighty
+//     grants instead of ten thousand.
+//   - A group's lease is kept alive only by a renewal of every tenure on
+//     it at once (a RenewBatch that covers the group; lease.Run's renewer
+//     keeps a group's tenures due together), which renews each of them as
+//     its own Renew would. A Renew of some of a group, or any renewal
+//     while a transaction that might have put a tenure on the lease went
+//     unanswered, moves those renewed onto a lease of their own (a write,
+//     as a Renew to another ttl); the others end with the group's lease,
+//     at their own time (TestGroupTenureNotRenewedExpires,
+//     TestGroupKeptAliveOnlyWhole). The last tenure to leave a group's
+//     lease (Release, a move, a ForceRelease by this Locker) revokes it.
+//   - A Locker knows which leases it put tenures on; a tenure it did not
+//     acquire (a Lease handed to another process) may be on another
+//     Locker's group. Before it keeps such a lease alive, Renew reads the
+//     keys attached to it (LeaseTimeToLive): one round trip more, and a
+//     move when it carries other keys. For the same reason a Release or
+//     ForceRelease of such a tenure leaves its lease to expire rather than
+//     revoke it.
 //
 // A lease can carry the next tenure once the previous one has ended, if
 // nothing can keep it alive for the previous one any more: a keep-alive
 // applied after the next tenure began would keep that one alive past its
 // own ttl. So a Release whose transaction deleted the tenure's key puts
-// the lease back in the Locker's pool only when no keep-alive of it for
-// that tenure is under way in this Locker or failed without an answer (it
-// could still be applied), and from then on the Locker sends none for the
-// released tenure (TestReleaseRecyclesOnlyAQuietLease); otherwise it
-// revokes the lease. A cycle of Acquire and Release on a Locker is then
-// two raft writes (the key's put and its delete), as for
+// a lease of its own back in the Locker's pool only when no keep-alive of
+// it for that tenure is under way in this Locker or failed without an
+// answer (it could still be applied), and from then on the Locker sends
+// none for the released tenure (TestReleaseRecyclesOnlyAQuietLease);
+// otherwise it revokes the lease. A cycle of Acquire and Release on a
+// Locker is then two raft writes (the key's put and its delete), as for
 // concurrency.Mutex, whose session lease serves every lock
 // (TestReleaseRecyclesTheLease); leases are granted only while the pool
 // is short (see pool). One case is left: another Locker that renews the
@@ -127,6 +155,8 @@
 //
 //	Acquire, free name                  1  Txn + keep-alive; LeaseGrant* (pool refill)
 //	Acquire, free name, pool empty      2  LeaseGrant, then Txn
+//	n Acquires at once, pool empty      2  ⌈n/128⌉+1 LeaseGrants, one after another,
+//	                                       then Txns shared by up to 32 (see writer)
 //	Acquire, re-entrant                 2  Txn + keep-alive, then keep-alive of the
 //	                                       tenure's own lease; no write (another ttl:
 //	                                       then as Renew, another ttl)
@@ -134,17 +164,24 @@
 //	  again, until the holder's time    2  Range (in a read-only Txn), then LeaseTimeToLive;
 //	    is up                              no raft entry at all
 //	Renew, same ttl                     1  keep-alive + read-only Txn; no write
-//	Renew, tenure acquired elsewhere    2  read-only Txn, then keep-alive; no write
+//	Renew, tenure acquired elsewhere    3  read-only Txn, then LeaseTimeToLive (the keys
+//	                                       on its lease), then keep-alive; no write
+//	                                       (2 once this Locker knows the lease)
+//	Renew of one tenure of a group      1  as Renew, another ttl: it moves
 //	Renew, another ttl                  1  Txn + keep-alive; LeaseRevoke*, LeaseGrant*
 //	Renew of a lost tenure              1  Txn (or keep-alive + read-only Txn)
-//	RenewBatch of n tenures             1  n keep-alives + ⌈n/128⌉ read-only Txns
-//	                                       (2 for tenures acquired elsewhere)
+//	RenewBatch of n tenures             1  a keep-alive per etcd lease (one per group)
+//	                                       + ⌈n/128⌉ read-only Txns (3 for tenures
+//	                                       acquired elsewhere: reads, LeaseTimeToLives,
+//	                                       keep-alives)
 //	Release                             1  Txn; the tenure's lease goes back to the pool
 //	                                       (LeaseRevoke* when it cannot, see above)
 //	Release of a lost tenure            1  Txn
 //	Inspect                             2  Range, then LeaseTimeToLive; 1 when free
 //	List                                1 + one LeaseTimeToLive per tenure
 //	ForceRelease                        2  DeleteRange, then LeaseTimeToLive; LeaseRevoke*
+//	                                       (when this Locker put the tenure on a lease
+//	                                       of its own)
 //	AcquireQueued, the waiter's turn    1  Txn + keep-alives of the tenure's and the place's
 //	                                       leases (TestQueuedTurnIsOneRoundTrip)
 //	AcquireQueued, held by another      2  Txn + keep-alives, then LeaseTimeToLive; a Put
@@ -188,16 +225,21 @@
 // # Many leases
 //
 // RenewBatch (which lease.Run's renewer uses for every Run on a Locker)
-// renews any number of tenures in one round trip: each still has its own
-// etcd lease (see above), so the keep-alives are one message per tenure,
-// sent back to back over the Locker's keep-alive streams, with the reads
-// that check the tenures in transactions of 128 reads each, all at once.
-// Bursts of writes queue in the Locker rather than in etcd, which refuses
-// proposals ("etcdserver: too many requests") once thousands wait to be
-// applied: at most 64 calls that grant or write are under way at once. A
-// small queue on etcd's side also keeps renewals fast during a burst of
-// Acquires: a linearizable read (the check of a renewal) waits until etcd
-// has applied every write committed before it.
+// renews any number of tenures in one round trip: one keep-alive per
+// etcd lease, sent back to back over the Locker's keep-alive streams,
+// with the reads that check the tenures in transactions of 128 reads
+// each, all at once. Tenures acquired in a burst share leases (see above),
+// so ten thousand Runs started together cost about eighty keep-alives and
+// eighty reads per sweep, where a lease per tenure cost ten thousand
+// keep-alives. Writes queue in the Locker rather than in etcd, which
+// refuses proposals ("etcdserver: too many requests") once thousands wait
+// to be applied: transactions go out four shared ones at a time (see
+// writer), the grants that Acquires share one at a time per TTL, and the
+// other calls that grant or write (pool refills, moves, fair waiting's
+// steps) at most 64 at once. A small queue on etcd's side also keeps
+// renewals fast during a burst of Acquires: a linearizable read (the
+// check of a renewal) waits until etcd has applied every write committed
+// before it.
 //
 // # Restarts
 //

@@ -118,7 +118,7 @@ func (s *store) acquireQueued(ctx context.Context, name, owner string, ttl, plac
 		if st.acquired {
 			s.usedUp(l)
 			t := held(name, owner, st.rev, start, l.ttl)
-			s.known.remember(t, l.id, l.ttl)
+			s.known.rememberSolo(t, l.id, l.ttl)
 			return t, nil, nil
 		}
 		if st.holder != nil && string(st.holder.Value) == owner {

@@ -10,7 +10,8 @@ import (
 
 // ForceRelease implements driver.ForceReleaser. It deletes the key
 // whoever holds it, reads how long its etcd lease had left (for the
-// ended tenure's Expires), and revokes that lease after the call returns:
+// ended tenure's Expires), and, when this Locker put that tenure on an
+// etcd lease of its own, revokes the lease after the call returns: up to
 // three round trips. The next tenure's create revision, its Token, is
 // larger, as always.
 func (s *store) ForceRelease(ctx context.Context, name string) (driver.Tenure, bool, error) {
@@ -34,6 +35,13 @@ func (s *store) ForceRelease(ctx context.Context, name string) (driver.Tenure, b
 	if t, err := s.describe(ctx, name, kv); err == nil {
 		ended.Expires = t.Expires
 	}
-	s.revokes.revoke(ctx, clientv3.LeaseID(kv.Lease))
+	// Revoke the lease when this Locker put the tenure on it alone. A
+	// group's lease is revoked once its last tenure leaves it, and a lease
+	// this Locker did not put the tenure on may carry another Locker's
+	// group: it expires by itself.
+	id := clientv3.LeaseID(kv.Lease)
+	if l, ok := s.known.take(ended); ok && l.id == id && l.solo {
+		s.revokes.revoke(ctx, id)
+	}
 	return ended, true, nil
 }

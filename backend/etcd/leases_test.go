@@ -224,8 +224,8 @@ func TestRoundTrips(t *testing.T) {
 	step("Renew, same ttl", w, "KeepAlive×1 Txn×1",
 		[][]string{wave("Txn", "KeepAlive")},
 		func() (err error) { a, err = l.Renew(ctx, a, time.Minute); return err })
-	step("Renew, same ttl, by another Locker", ow, "KeepAlive×1 Txn×1",
-		[][]string{wave("Txn"), wave("KeepAlive")},
+	step("Renew, same ttl, by another Locker", ow, "KeepAlive×1 LeaseTimeToLive×1 Txn×1",
+		[][]string{wave("Txn"), wave("LeaseTimeToLive"), wave("KeepAlive")},
 		func() error { _, err := other.Renew(ctx, a, time.Minute); return err })
 	step("Renew, another ttl", w, "KeepAlive×1 LeaseGrant×1 LeaseRevoke×1 Txn×1",
 		[][]string{wave("Txn", "KeepAlive")},

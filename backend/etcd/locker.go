@@ -49,12 +49,14 @@ type store struct {
 	keeper *keeper
 	// pool holds etcd leases granted ahead of use.
 	pool *pool
+	// grants lets concurrent Acquires share a grant (see group.go).
+	grants grants
 	// known remembers each tenure's etcd lease, and names held by others.
 	known *known
 	// reads coalesces the single-key reads of concurrent calls.
 	reads reader
-	// turns bounds the calls that grant etcd leases or write (Acquire,
-	// a Renew that moves a tenure, pool refills) under way at once.
+	// turns bounds the calls that grant etcd leases or write (a Renew
+	// that moves a tenure, pool refills, fair waiting) under way at once.
 	turns chan struct{}
 	// writes coalesces the owner-checked transactions of concurrent
 	// calls.
@@ -99,8 +101,10 @@ func New(client *clientv3.Client, opts ...Option) (*Locker, error) {
 	return makeLocker(client, nil, o), nil
 }
 
-// maxWrites bounds the calls that grant or write a Locker has under way
-// at once. etcd refuses proposals ("etcdserver: too many requests") once
+// maxWrites bounds the calls other than Acquire that grant or write a
+// Locker has under way at once (an Acquire's grant is shared and bounded
+// per TTL, see grants, and its transaction goes through the writer,
+// which bounds the transactions under way). etcd refuses proposals ("etcdserver: too many requests") once
 // 5000 committed entries wait to be applied; ten thousand Acquires at once
 // would get there, a queue of them on the client does not. Kept small, it
 // also keeps the renewals' linearizable reads fast, which wait until etcd
@@ -121,6 +125,7 @@ func makeLocker(client *clientv3.Client, closeClient func() error, o options) *L
 		end:         end,
 	}
 	s.revokes.client = client
+	s.known.emptied = func(id clientv3.LeaseID) { s.revokes.revoke(life, id) }
 	s.reads.s, s.reads.max = s, maxReadsInFlight
 	s.writes.s, s.writes.batch = s, maxBatchWrites
 	s.keeper = newKeeper(client, life)
@@ -138,6 +143,7 @@ func (l *Locker) Prefix() string { return l.s.prefix }
 // and, for a Locker made by Open, closes the etcd client.
 func (s *store) Close() error {
 	s.end()
+	s.grants.close()
 	s.watches.close()
 	s.reads.close()
 	s.writes.close()

@@ -10,9 +10,11 @@ import (
 
 // pool keeps a few etcd leases granted ahead of use, per TTL, so that an
 // Acquire of a free name is one transaction instead of a LeaseGrant and
-// then a transaction. Every tenure still gets an etcd lease of its own
-// (see "Why every tenure has its own etcd lease" in the package
-// documentation); the pool only moves the grant off the caller's path.
+// then a transaction. A pooled lease carries one tenure (see "Which
+// tenures share an etcd lease" in the package documentation); the pool
+// only moves the grant off the caller's path. During a burst of Acquires
+// (a shared grant under way) they do not take spares: a share of the next
+// grant serves them better.
 //
 // A lease waiting in the pool is not kept alive: it was granted (or last
 // kept alive) at some moment fresh, so it ends no earlier than fresh+TTL.

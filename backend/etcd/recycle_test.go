@@ -107,7 +107,7 @@ func TestEndedStaysBounded(t *testing.T) {
 	exp := time.Now().Add(time.Hour)
 	for i := range 3 * endedMax {
 		ten := driver.Tenure{Name: "n", Owner: "o", Token: uint64(i + 1), Expires: exp}
-		k.remember(ten, clientv3.LeaseID(i+1), 60)
+		k.rememberSolo(ten, clientv3.LeaseID(i+1), 60)
 		if _, ok := k.released(ten); !ok {
 			t.Fatalf("tenure %d: a lease with no keep-alive under way is not recyclable", i)
 		}

@@ -44,11 +44,15 @@ const renewRetries = 3
 // reader). Otherwise a read-only transaction that checks the tenure is
 // intact first finds the lease, then the keep-alive follows: two.
 //
-// Keeping the lease alive before the check is safe because a lease
-// carries one tenure at a time, and a Release recycles it for the next
-// tenure only when no keep-alive of it for this one is under way (see
-// known.keepAliveStart): if the check fails, the keep-alive restarted a
-// lease that holds nothing, or that is about to be revoked.
+// Renew keeps the lease alive only when it carries this tenure alone (see
+// soleOn): a lease this Locker put it on alone, or a group whose last
+// tenure it is. A tenure of a group with others, or on a lease that
+// carries other keys, moves onto a lease of its own instead, as for
+// another ttl. Keeping the lease alive before the check is then safe
+// because a Release recycles it for the next tenure only when no
+// keep-alive of it for this one is under way (see known.keepAliveStart):
+// if the check fails, the keep-alive restarted a lease that holds
+// nothing, or that is about to be revoked.
 //
 // A keep-alive restarts a lease with the TTL it was granted; when ttl
 // needs another (whole-second) TTL, Renew takes a lease of that TTL from
@@ -69,6 +73,11 @@ func (s *store) Renew(ctx context.Context, t driver.Tenure, ttl time.Duration) (
 		return s.renewSlow(ctx, t, ttl, start)
 	}
 	if l.ttl != want {
+		return s.move(ctx, t, ttl, start, l.id)
+	}
+	if sole, err := s.soleOn(ctx, t, l.id); err != nil {
+		return driver.Tenure{}, false, err
+	} else if !sole {
 		return s.move(ctx, t, ttl, start, l.id)
 	}
 	if !s.known.keepAliveStart(t, l.id) {
@@ -133,6 +142,11 @@ func (s *store) renewSlow(ctx context.Context, t driver.Tenure, ttl time.Duratio
 		if !ok {
 			s.known.forget(t)
 			return driver.Tenure{}, false, nil
+		}
+		if sole, err := s.soleOn(ctx, t, id); err != nil {
+			return driver.Tenure{}, false, err
+		} else if !sole {
+			return s.move(ctx, t, ttl, start, id)
 		}
 		if !s.known.keepAliveStart(t, id) {
 			return driver.Tenure{}, false, nil // released meanwhile
@@ -245,11 +259,15 @@ func (s *store) move(ctx context.Context, t driver.Tenure, ttl time.Duration, st
 		if kaErr != nil {
 			return driver.Tenure{}, false, kaErr
 		}
-		if prev := resp.Responses[0].GetResponsePut().GetPrevKv(); prev != nil {
+		if prev := resp.Responses[0].GetResponsePut().GetPrevKv(); prev != nil && s.known.solo(t, clientv3.LeaseID(prev.Lease)) {
+			// A lease of its own; a group's lease is revoked once its
+			// last tenure leaves it (rememberSolo below), and a lease
+			// this Locker did not put the tenure on may carry another
+			// Locker's group: it expires by itself.
 			s.revokes.revoke(ctx, clientv3.LeaseID(prev.Lease))
 		}
 		renewed := held(t.Name, t.Owner, int64(t.Token), start, l.ttl)
-		s.known.remember(renewed, l.id, l.ttl)
+		s.known.rememberSolo(renewed, l.id, l.ttl)
 		return renewed, true, nil
 	}
 }
@@ -281,14 +299,43 @@ func (s *store) Release(ctx context.Context, t driver.Tenure) (bool, error) {
 	s.known.free(t.Name)
 	for _, prev := range resp.Responses[0].GetResponseDeleteRange().GetPrevKvs() {
 		id := clientv3.LeaseID(prev.Lease)
-		if recyclable && id == lo.id {
+		switch {
+		case recyclable && id == lo.id:
 			// The key was the lease's only one: back to the pool for the
 			// next Acquire (no LeaseRevoke now, no LeaseGrant then), as
 			// fresh as the tenure's last Acquire or Renew.
 			s.pool.recycle(pooled{id: id, ttl: lo.ttl, fresh: lo.expires.Add(-time.Duration(lo.ttl) * time.Second)})
-			continue
+		case id == lo.id && lo.solo:
+			s.revokes.revoke(ctx, id)
 		}
-		s.revokes.revoke(ctx, id)
+		// A group's lease is revoked once its last tenure leaves it
+		// (known.released), and a lease this Locker did not put the
+		// tenure on may carry another Locker's group: it expires by
+		// itself.
+	}
+	return true, nil
+}
+
+// soleOn reports whether a keep-alive of the etcd lease id renews the
+// tenure t and no other: a lease this Locker put t on alone, or a group
+// of this Locker's that carries only t. A lease this Locker does not know
+// may be another Locker's group: LeaseTimeToLive lists its keys (one
+// more round trip, for a tenure renewed by another Locker than the one
+// that acquired it). When it is not, the caller moves t onto a lease of
+// its own.
+func (s *store) soleOn(ctx context.Context, t driver.Tenure, id clientv3.LeaseID) (bool, error) {
+	if alone, own := s.known.alone(t, id); own {
+		return alone, nil
+	}
+	r, err := s.client.TimeToLive(ctx, id, clientv3.WithAttachedKeys())
+	if err != nil {
+		return false, fmt.Errorf("read the keys of etcd lease %x: %w", id, err)
+	}
+	key := s.key(t.Name)
+	for _, k := range r.Keys {
+		if string(k) != key {
+			return false, nil
+		}
 	}
 	return true, nil
 }
