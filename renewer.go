@@ -22,6 +22,9 @@ import (
 // maxBatch bounds one RenewBatch call.
 const maxBatch = 500
 
+// maxCalls bounds the RenewBatch calls of one sweep under way at once.
+const maxCalls = 4
+
 // fallbackRenewals bounds the Renew calls a renewer makes at once on a
 // Locker that is not a BatchRenewer.
 const fallbackRenewals = 8
@@ -197,9 +200,19 @@ func (r *renewer) loop() {
 			}
 			continue
 		}
+		// The calls of one sweep go out together (up to maxCalls): one
+		// after another, a store slowed by load would take the sum of
+		// their times, and the last chunk's Deadlines could pass first.
+		var wg sync.WaitGroup
+		calls := make(chan struct{}, maxCalls)
 		for _, chunk := range chunks(due) {
-			r.renew(chunk)
+			calls <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-calls }()
+				r.renew(chunk)
+			})
 		}
+		wg.Wait()
 	}
 }
 

@@ -199,3 +199,60 @@ func TestSlowRenewalCallsStillCoalesce(t *testing.T) {
 		t.Logf("%d renewals in %d calls", tenures, calls)
 	})
 }
+
+// overlapping is a batchCounter whose RenewBatch calls take a round trip
+// of rtt each, and which records how many were under way at once.
+type overlapping struct {
+	batchCounter
+	rtt           time.Duration
+	inflight, max atomic.Int64
+}
+
+func (b *overlapping) RenewBatch(ctx context.Context, reqs []lease.RenewRequest) []lease.RenewResult {
+	n := b.inflight.Add(1)
+	for {
+		m := b.max.Load()
+		if n <= m || b.max.CompareAndSwap(m, n) {
+			break
+		}
+	}
+	time.Sleep(b.rtt)
+	b.inflight.Add(-1)
+	return b.batchCounter.RenewBatch(ctx, reqs)
+}
+
+// The calls of one sweep go out together: one after another, a store
+// slowed by load takes the sum of their times, and the last call's
+// Deadlines can pass before it is sent. Here each call takes 1.5s and a
+// sweep of 1,600 Runs needs two or more calls; sent one after another,
+// the last would come 3s into a renewal interval of 2s.
+func TestSweepCallsGoTogether(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const runs, ttl, hold = 1600, 6 * time.Second, 10 * time.Second
+		l := &overlapping{batchCounter: batchCounter{Locker: memory.New()}, rtt: 1500 * time.Millisecond}
+		var wg sync.WaitGroup
+		errs := make(chan error, runs)
+		for i := range runs {
+			wg.Go(func() {
+				errs <- lease.Run(context.Background(), l, fmt.Sprintf("job-%d", i), ttl, func(ctx context.Context) error {
+					select {
+					case <-time.After(hold):
+						return nil
+					case <-ctx.Done():
+						return context.Cause(ctx)
+					}
+				})
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatalf("Run = %v", err)
+			}
+		}
+		if l.max.Load() < 2 {
+			t.Fatalf("at most %d RenewBatch call under way at once; want the calls of a sweep together", l.max.Load())
+		}
+	})
+}
