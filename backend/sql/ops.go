@@ -45,7 +45,8 @@ func acquiredAt(ms int64) time.Time {
 // Acquire implements driver.Store with the takeover statement (q.acquire),
 // except on MySQL 8 (see the package documentation). On a bounded pool,
 // at most acquireSlots Acquires run at once, leaving connections free
-// for renewals and releases. The statement
+// for renewals and releases; while all are taken, Acquires wait in a
+// queue and share statements (acquire_batch.go). The statement
 // returns the row it left, the holder's when the name is held.
 func (s *store) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (driver.Tenure, error) {
 	if err := s.setup(ctx); err != nil {
@@ -54,11 +55,23 @@ func (s *store) Acquire(ctx context.Context, name, owner string, ttl time.Durati
 	if slots := s.acquireSlots; slots != nil {
 		select {
 		case slots <- struct{}{}:
-			defer func() { <-slots }()
-		case <-ctx.Done():
-			return driver.Tenure{}, fmt.Errorf("waiting for one of the %d Acquires under way to finish: %w", cap(slots), ctx.Err())
+		default:
+			if s.batches() {
+				return s.acquireQueued(ctx, name, owner, ttl) // see acquire_batch.go
+			}
+			select {
+			case slots <- struct{}{}:
+			case <-ctx.Done():
+				return driver.Tenure{}, fmt.Errorf("waiting for one of the %d Acquires under way to finish: %w", cap(slots), ctx.Err())
+			}
 		}
+		defer func() { <-slots }()
 	}
+	return s.acquireOne(ctx, name, owner, ttl)
+}
+
+// acquireOne is Acquire's takeover statement for one name.
+func (s *store) acquireOne(ctx context.Context, name, owner string, ttl time.Duration) (driver.Tenure, error) {
 	var (
 		gotOwner               string
 		token, exp, nowMs, acq int64

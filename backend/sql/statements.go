@@ -37,6 +37,12 @@ type queries struct {
 	// renewBatch renews the tenures of a batch document (batch.go).
 	renewBatch string
 
+	// acquireBatch is the takeover statement for many names at once
+	// (acquire_batch.go): on PostgreSQL for a batch document, on MariaDB
+	// with {ROWS} standing for acquireBatchRow once per name. Empty where
+	// Acquires are not batched.
+	acquireBatch, acquireBatchRow string
+
 	// MySQL only.
 	acquireUpsert      string // acquire without RETURNING, for MySQL 8
 	acquireUpsertAlias string // acquireUpsert with a row alias, not VALUES(), for MySQL 8.0.19+
@@ -76,7 +82,7 @@ func buildQueries(d Dialect, table string) *queries {
 	r2 := strings.NewReplacer("{CHANNEL}", quoteLiteral(channel), "{CLASS}", strconv.Itoa(int(class)))
 	for _, s := range []*string{&q.acquire, &q.renew, &q.release, &q.inspect, &q.list, &q.listAll,
 		&q.forceRelease, &q.cleanup, &q.acquireUpsert, &q.acquireUpsertAlias, &q.acquireRead, &q.forceSelect, &q.forceUpdate,
-		&q.renewBatch, &q.renewBatchRead} {
+		&q.renewBatch, &q.renewBatchRead, &q.acquireBatch, &q.acquireBatchRow} {
 		*s = r2.Replace(r.Replace(*s))
 	}
 	return &q

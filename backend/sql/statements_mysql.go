@@ -1,5 +1,7 @@
 package sqllease
 
+import "strings"
+
 // mysqlAcquireUpsert is the MySQL/MariaDB takeover statement: insert the
 // row, or, on a duplicate key, always update it, each column choosing
 // between the new tenure and the current one (VALUES(acquired_at) is this
@@ -9,13 +11,17 @@ package sqllease
 // rewritten unchanged, so reading it back shows the holder: the caller won
 // exactly when the owner is its own.
 const mysqlAcquireUpsert = `INSERT INTO {T} (lease_key, name, owner, token, acquired_at, expires_at, host)
-VALUES (?, ?, ?, {NOW}*1000, {NOW}, {NOW} + ?, ?)
+VALUES ` + mysqlAcquireRow + `
 ON DUPLICATE KEY UPDATE
 	token       = IF(expires_at <= VALUES(acquired_at), GREATEST(token + 1, VALUES(token)), token),
 	acquired_at = IF(expires_at <= VALUES(acquired_at), VALUES(acquired_at), acquired_at),
 	host        = IF(expires_at <= VALUES(acquired_at), VALUES(host), host),
 	owner       = IF(expires_at <= VALUES(acquired_at), VALUES(owner), owner),
 	expires_at  = IF(expires_at <= VALUES(acquired_at) OR owner = VALUES(owner), VALUES(expires_at), expires_at)`
+
+// mysqlAcquireRow is the takeover statement's row of values: key, name,
+// owner, ttl and host.
+const mysqlAcquireRow = `(?, ?, ?, {NOW}*1000, {NOW}, {NOW} + ?, ?)`
 
 // mysqlAcquireUpsertAlias is mysqlAcquireUpsert for MySQL 8.0.19 and
 // later (store.rowAlias), which deprecate VALUES() in ON DUPLICATE KEY
@@ -51,6 +57,13 @@ var mysqlQueries = queries{
 	// MariaDB 10.5+: the upsert returns the row it left, in one statement.
 	acquire: mysqlAcquireUpsert + `
 RETURNING owner, token, expires_at, {NOW}, acquired_at`,
+
+	// MariaDB 10.5+: the takeover statement for many names at once
+	// (acquire_batch.go), one row of values per name, in key order; each
+	// row the upsert left comes back with its key.
+	acquireBatch: strings.Replace(mysqlAcquireUpsert, mysqlAcquireRow, "{ROWS}", 1) + `
+RETURNING lease_key, owner, token, expires_at, {NOW}, acquired_at`,
+	acquireBatchRow: mysqlAcquireRow,
 
 	// MySQL 8 has no RETURNING: the upsert, then this read of the row it
 	// locked, in one transaction.

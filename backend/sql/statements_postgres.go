@@ -37,6 +37,35 @@ UNION ALL
 SELECT cur.owner, cur.token, cur.expires_at, n.ms, cur.acquired_at FROM cur, n
 WHERE cur.expires_at > n.ms AND cur.owner <> $3::text AND NOT EXISTS (SELECT 1 FROM up)`,
 
+	// The takeover statement for many names at once (acquire_batch.go):
+	// acquire's for each element of the batch document [index, key (hex),
+	// name (hex), owner, ttl], whose keys are distinct, inserted in key
+	// order so that batches meeting on the same rows lock them in the
+	// same order. Each element's index comes back with the row the
+	// statement left, or with the holder; an element with no row (its
+	// row changed after the snapshot, as for acquire) is sent again alone.
+	acquireBatch: `WITH n AS MATERIALIZED (SELECT {NOW} AS ms),
+b AS MATERIALIZED (SELECT (e->>0)::int AS i, decode(e->>1, 'hex') AS k, decode(e->>2, 'hex') AS nm, (e->>3) AS o, (e->>4)::bigint AS ttl
+	FROM json_array_elements($1::text::json) AS e),
+cur AS MATERIALIZED (SELECT b.i, t.owner, t.token, t.expires_at, t.acquired_at FROM b JOIN {T} AS t ON t.lease_key = b.k),
+up AS (
+INSERT INTO {T} AS t (lease_key, name, owner, token, acquired_at, expires_at, host)
+SELECT b.k, b.nm, b.o, n.ms*1000, n.ms, n.ms + b.ttl, $2::text FROM b, n
+WHERE NOT EXISTS (SELECT 1 FROM cur WHERE cur.i = b.i AND cur.expires_at > n.ms AND cur.owner <> b.o)
+ORDER BY b.k
+ON CONFLICT (lease_key) DO UPDATE SET
+	token       = CASE WHEN t.expires_at <= EXCLUDED.acquired_at THEN GREATEST(t.token + 1, EXCLUDED.token) ELSE t.token END,
+	acquired_at = CASE WHEN t.expires_at <= EXCLUDED.acquired_at THEN EXCLUDED.acquired_at ELSE t.acquired_at END,
+	host        = CASE WHEN t.expires_at <= EXCLUDED.acquired_at THEN EXCLUDED.host ELSE t.host END,
+	owner       = EXCLUDED.owner,
+	expires_at  = EXCLUDED.expires_at
+WHERE t.expires_at <= EXCLUDED.acquired_at OR t.owner = EXCLUDED.owner
+RETURNING t.lease_key, t.owner, t.token, t.expires_at, t.acquired_at)
+SELECT b.i, up.owner, up.token, up.expires_at, (SELECT ms FROM n), up.acquired_at FROM up JOIN b ON b.k = up.lease_key
+UNION ALL
+SELECT cur.i, cur.owner, cur.token, cur.expires_at, n.ms, cur.acquired_at FROM cur JOIN b ON b.i = cur.i CROSS JOIN n
+WHERE cur.expires_at > n.ms AND cur.owner <> b.o AND NOT EXISTS (SELECT 1 FROM up WHERE up.lease_key = b.k)`,
+
 	renew: `WITH n AS MATERIALIZED (SELECT {NOW} AS ms)
 UPDATE {T} AS t SET expires_at = n.ms + $4::bigint FROM n
 WHERE t.lease_key = $1::bytea AND t.owner = $2::text AND t.token = $3::bigint AND t.expires_at > n.ms

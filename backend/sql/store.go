@@ -56,6 +56,12 @@ type store struct {
 	// (maxBatchChunk; tests make it smaller).
 	batchChunk int
 
+	// queue holds the Acquires waiting to share a statement
+	// (acquire_batch.go).
+	queue acquireQueue
+	// acquireBatches counts the batches sent (tests read it).
+	acquireBatches atomic.Int64
+
 	// listener opens the listening connection of Watch (nil: the Locker
 	// cannot watch); hub is that side (listen.go), and qualified the
 	// table as the catalog named it, which names its channel.
