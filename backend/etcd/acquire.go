@@ -23,11 +23,12 @@ const reenterRetries = 3
 
 // Acquire implements driver.Store.
 //
-// A tenure gets an etcd lease of its own, of ttl rounded up to whole
-// seconds, taken from the Locker's pool of leases granted ahead of use
-// (or granted now when the pool has none). One transaction then creates
-// the key on that lease if it does not exist, or else reads it; a
-// keep-alive of the pooled lease goes out on the Locker's keep-alive
+// A tenure gets an etcd lease of ttl rounded up to whole seconds, taken
+// from the Locker's pool of leases granted ahead of use, or, when the pool
+// has none or a burst of Acquires is under way, granted now and shared
+// with the Acquires that asked meanwhile (see grants). One transaction
+// then creates the key on that lease if it does not exist, or else reads
+// it; a keep-alive of a pooled lease goes out on the Locker's keep-alive
 // stream alongside, so that the tenure lasts ttl from now, however long
 // the lease waited in the pool.
 //
@@ -174,10 +175,12 @@ func (s *store) acquire(ctx context.Context, name, owner string, ttl time.Durati
 }
 
 // reenter is Acquire of a name that owner holds already, mine being its
-// key as read: the tenure keeps its Token and its own etcd lease, which a
-// keep-alive restarts, so that it lasts ttl from start. When ttl needs
-// another (whole-second) TTL than that lease was granted, the tenure
-// moves onto a lease of that TTL, as a Renew to another ttl does. ok is
+// key as read: the tenure keeps its Token and its etcd lease, which a
+// keep-alive restarts, so that it lasts ttl from start, when the lease
+// carries it alone (see soleOn). When ttl needs another (whole-second)
+// TTL than that lease was granted, or the lease carries other tenures,
+// the tenure moves onto a lease of its own, as a Renew to another ttl
+// does. ok is
 // false when the tenure ended or moved to another etcd lease meanwhile:
 // Acquire starts again.
 func (s *store) reenter(ctx context.Context, name, owner string, ttl time.Duration, start time.Time, mine *mvccpb.KeyValue) (t driver.Tenure, ok bool, err error) {
