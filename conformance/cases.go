@@ -51,6 +51,7 @@ var cases = []testCase{
 	{name: "old owner cannot renew after takeover", contract: "4", fn: oldOwnerCannotRenewAfterTakeover, waits: 1},
 	{name: "old owner cannot renew after plain expiry", contract: "4", fn: oldOwnerCannotRenewAfterExpiry, waits: 1},
 	{name: "a batch of renewals gives each tenure the answer Renew would", contract: "4, batch", fn: batchRenewMatchesRenew, waits: 1},
+	{name: "tenures acquired together expire on their own when only some are renewed", contract: "4, batch", fn: partOfABurstRenewed, waits: 2},
 	// 5. Release.
 	{name: "release frees the name for another owner at once", contract: "5", fn: releaseFreesName},
 	{name: "release then re-acquire by the same owner gets a larger token", contract: "5", fn: releaseThenReacquire},

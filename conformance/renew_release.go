@@ -2,6 +2,8 @@ package conformance
 
 import (
 	"errors"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -252,4 +254,83 @@ func batchRenewMatchesRenew(t testing.TB, s *suite) {
 	s.mustBeFree(t, l, expiredName, "after RenewBatch of an expired tenure (it must not be revived)")
 	s.mustBeFree(t, l, released.Name, "after RenewBatch of a released tenure")
 	s.mustHold(t, l, taker, "after RenewBatch of the tenure it took over")
+}
+
+// partOfABurstRenewed: tenures acquired at the same moment are separate
+// tenures. While some of them are renewed (by RenewBatch when the Locker
+// has it, and by Renew), the others expire at their own time, and those
+// renewed are still held. A store that shares one expiry among tenures
+// acquired together (etcd puts the tenures of a burst on one etcd lease)
+// must not extend the others when it renews some.
+func partOfABurstRenewed(t testing.TB, s *suite) {
+	l := s.locker(t)
+	const n = 12
+	ttl := s.h.TTL
+	held := make([]lease.Lease, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			held[i], errs[i] = l.Acquire(t.Context(), s.name(fmt.Sprintf("burst-%d", i)), "owner-a", ttl)
+		})
+	}
+	wg.Wait()
+	granted := time.Now()
+	for _, err := range errs {
+		if err != nil {
+			failCall(t, "Acquire of one of a burst", err)
+		}
+	}
+	batch, _ := l.(lease.BatchRenewer)
+	renewed, idle := held[:n/2], held[n/2:]
+	renewSome := func() {
+		t.Helper()
+		if batch != nil {
+			reqs := make([]lease.RenewRequest, n/4)
+			for i := range reqs {
+				reqs[i] = lease.RenewRequest{Lease: renewed[i], TTL: ttl}
+			}
+			for i, r := range batch.RenewBatch(t.Context(), reqs) {
+				if r.Err != nil {
+					failCall(t, "RenewBatch of part of a burst", r.Err)
+				}
+				renewed[i] = r.Lease
+			}
+		}
+		for i := range renewed {
+			if batch != nil && i < n/4 {
+				continue
+			}
+			got, err := l.Renew(t.Context(), renewed[i], ttl)
+			if err != nil {
+				failCall(t, "Renew of one of a burst", err)
+			}
+			renewed[i] = got
+		}
+	}
+	// Renew some every third of the ttl until the others have had time
+	// to expire: bounded by their ttl, the store's granularity and its
+	// expiry lag.
+	free := func() bool {
+		for _, h := range idle {
+			if _, ok := s.inspect(t, l, h.Name); ok {
+				return false
+			}
+		}
+		return true
+	}
+	steps := int((ttl+s.h.Granularity+s.h.ExpiryLag)/(ttl/3)) + 2
+	for step := 0; ; step++ {
+		s.pass(ttl / 3)
+		renewSome()
+		if free() {
+			break
+		}
+		if step >= steps || (s.h.Advance == nil && time.Since(granted) > ttl+s.h.Granularity+s.h.ExpiryLag+time.Second) {
+			t.Fatalf("tenures acquired together with others that were renewed were still held %s after their grant (ttl %s, Granularity %s, ExpiryLag %s): renewing some extended the others", time.Since(granted).Round(time.Millisecond), ttl, s.h.Granularity, s.h.ExpiryLag)
+		}
+	}
+	for _, h := range renewed {
+		s.mustHold(t, l, h, "after the tenures acquired with it expired")
+	}
 }
