@@ -41,6 +41,7 @@ var brokenModes = map[string]string{
 	"usable-after-close":           "a closed locker refuses every call with ErrClosed",
 	"racy-acquire":                 "concurrent acquires on a free name: exactly one wins",
 	"batch-revives-expired":        "a batch of renewals gives each tenure the answer Renew would",
+	"renew-extends-owner":          "tenures acquired together expire on their own when only some are renewed",
 	"watch-never-wakes":            "a watch wakes when the name is released or force-released",
 	"watch-local-only":             "a watch wakes when another locker releases or force-releases the name",
 }
@@ -294,6 +295,14 @@ func (l *toy) Renew(ctx context.Context, held lease.Lease, ttl time.Duration) (l
 	}
 	if exp := time.Now().Add(ttl); !l.is("renew-never-shortens") || exp.After(t.expires) {
 		t.expires = exp
+	}
+	if l.is("renew-extends-owner") {
+		// As if the owner's tenures shared one expiry (one etcd lease).
+		for _, o := range l.leases {
+			if o.owner == t.owner && o.expires.After(time.Now()) && o.expires.Before(t.expires) {
+				o.expires = t.expires
+			}
+		}
 	}
 	return l.out(t, start, ttl), nil
 }
