@@ -345,3 +345,116 @@ func TestRenewerKeepsGroupsTogether(t *testing.T) {
 		}
 	}
 }
+
+// TestGroupWithALostReplyIsNeverKeptAlive: when the reply to the
+// transaction of some Acquires of a group is lost (they were applied, but
+// their callers got an error and hold nothing), the group's lease may
+// carry tenures that nobody renews: it is never kept alive again. The
+// Acquires that got their tenure move onto leases of their own at their
+// first renewal, and the tenures whose reply was lost expire with the
+// group's lease, at their own ttl.
+func TestGroupWithALostReplyIsNeverKeptAlive(t *testing.T) {
+	ctx := context.Background()
+	l, w := newLocker(t)
+	other := mustNew(t, newClient(t, testEndpoints, nil), WithPrefix(l.Prefix()))
+	const n, ttl = 40, 3 * time.Second
+	w.mu.Lock()
+	w.gated, w.held, w.release = map[string]bool{"LeaseGrant": true}, nil, make(chan struct{})
+	w.mu.Unlock()
+	names := make([]string, n)
+	held := make([]lease.Lease, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		names[i] = uniqueName("group-lost-reply")
+		wg.Go(func() {
+			c, cancel := context.WithTimeout(ctx, 20*time.Second)
+			defer cancel()
+			held[i], errs[i] = l.Acquire(c, names[i], "owner-a", ttl)
+		})
+	}
+	waitGrants(t, l, n)
+	// The first grant goes out alone (its Acquire's transaction is the
+	// first Txn); the other Acquires share the next one. Lose the reply
+	// to the first transaction of that group.
+	w.dropNth("Txn", 2)
+	w.mu.Lock()
+	w.gated = nil
+	close(w.release)
+	w.mu.Unlock()
+	wg.Wait()
+	granted := time.Now()
+
+	var ok, lost []int
+	for i, err := range errs {
+		switch {
+		case err == nil:
+			ok = append(ok, i)
+		case errors.Is(err, lease.ErrHeld) || errors.Is(err, lease.ErrLost):
+			t.Fatalf("Acquire %d whose reply was lost = %v; want a store error", i, err)
+		default:
+			if keyLease(t, l, names[i]) != clientv3.NoLease {
+				lost = append(lost, i) // applied: a tenure nobody holds
+			}
+		}
+	}
+	if len(lost) == 0 {
+		t.Fatal("no Acquire of the burst lost its reply after being applied")
+	}
+	group := keyLease(t, l, names[lost[0]])
+	sharing := 0
+	for i := range n {
+		if keyLease(t, l, names[i]) == group {
+			sharing++
+		}
+	}
+	if sharing < 2 {
+		t.Fatalf("the Acquire whose reply was lost is alone on its etcd lease; want it in a group")
+	}
+	t.Logf("%d Acquires held, %d applied with their reply lost, all on etcd lease %x or others", len(ok), len(lost), group)
+
+	// Renew those held, every second, while the others expire.
+	renew := func() {
+		if len(ok) == 0 {
+			return
+		}
+		reqs := make([]lease.RenewRequest, len(ok))
+		for j, i := range ok {
+			reqs[j] = lease.RenewRequest{Lease: held[i], TTL: ttl}
+		}
+		for j, r := range l.RenewBatch(ctx, reqs) {
+			if r.Err != nil {
+				t.Fatalf("renewal of a held tenure: %v", r.Err)
+			}
+			held[ok[j]] = r.Lease
+		}
+	}
+	for deadline := granted.Add(ttl + 3*time.Second); ; {
+		time.Sleep(time.Second)
+		renew()
+		for _, i := range ok {
+			if keyLease(t, l, names[i]) == group {
+				t.Fatalf("a renewed tenure is still on the group's lease %x, which may carry tenures nobody holds", group)
+			}
+		}
+		free := 0
+		for _, i := range lost {
+			if _, err := other.Acquire(ctx, names[i], "owner-b", ttl); err == nil {
+				free++
+			} else if !errors.Is(err, lease.ErrHeld) {
+				t.Fatal(err)
+			}
+		}
+		if free == len(lost) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the tenures whose Acquire reply was lost were still held %s after the burst (ttl %s): the group's lease was kept alive", time.Since(granted), ttl)
+		}
+	}
+	for _, i := range ok {
+		if _, err := l.Inspect(ctx, names[i]); err != nil {
+			t.Fatalf("renewed tenure %d after the others expired: %v", i, err)
+		}
+	}
+}
