@@ -150,13 +150,25 @@ func jitter(every time.Duration, key time.Time) time.Duration {
 
 // chunks splits due, sorted by Deadline, into calls of maxBatch leases,
 // each stretched (up to twice that) rather than split between leases
-// next to each other that share an Expires.
+// next to each other that share an Expires, or else cut before them.
 func chunks(due []*renewJob) [][]*renewJob {
 	var out [][]*renewJob
 	for len(due) > 0 {
+		same := func(i int) bool { return due[i].h.get().Expires.Equal(due[i-1].h.get().Expires) }
 		n := min(maxBatch, len(due))
-		for n < len(due) && n < 2*maxBatch && due[n].h.get().Expires.Equal(due[n-1].h.get().Expires) {
+		for n < len(due) && n < 2*maxBatch && same(n) {
 			n++
+		}
+		if n < len(due) && same(n) {
+			// Still inside a run at twice the size: cut before the run,
+			// which the next call then carries whole.
+			m := n - 1
+			for m > 0 && same(m) {
+				m--
+			}
+			if m > 0 {
+				n = m
+			}
 		}
 		out, due = append(out, due[:n]), due[n:]
 	}
