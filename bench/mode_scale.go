@@ -228,6 +228,7 @@ func scaleOnce(ctx context.Context, c *storeConn, n int, ttl, hold time.Duration
 			s.kept++
 		case errors.Is(err, lease.ErrLost):
 			s.lost++
+			s.errs["lost: "+jobName.ReplaceAllString(short(err), `"scale-N"`)]++
 		default:
 			s.other++
 			s.errs[jobName.ReplaceAllString(short(err), `"scale-N"`)]++

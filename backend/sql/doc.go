@@ -42,10 +42,11 @@
 // and left as configured (database/sql's default: unbounded, 2 idle); New
 // refuses WithPoolSize.
 //
-// On a bounded pool, Acquires leave an eighth of the connections (at
-// least two) to everything else: with 32 connections, at most 28 Acquires
-// run at once and the rest wait their turn within their context, so a
-// burst of thousands of Acquires cannot keep a renewal from a connection
+// On a bounded pool, Acquires and Releases leave an eighth of the
+// connections (at least two) to everything else: with 32 connections, at
+// most 28 of them run at once and the rest wait their turn within their
+// context, so a burst of thousands of Acquires, or of Releases when as
+// many Runs end together, cannot keep a renewal from a connection
 // past its lease's Deadline (database/sql hands a freed connection to a
 // random waiter). The bound is read from the pool when the Locker is made.
 //

@@ -155,7 +155,8 @@ func (s *store) Renew(ctx context.Context, t driver.Tenure, ttl time.Duration) (
 	return tenure(t.Name, t.Owner, int64(t.Token), exp, acq), true, nil
 }
 
-// Release implements driver.Store with one statement (q.release). The row
+// Release implements driver.Store with one statement (q.release). On a
+// bounded pool it takes one of the Acquires' turns (acquireSlots). The row
 // stays, so the next tenure's token is larger, with expires_at set to
 // minus the moment of release: negative, it reads as ended to every
 // statement, including one whose "now" was read before it queued for the
@@ -168,6 +169,17 @@ func (s *store) Renew(ctx context.Context, t driver.Tenure, ttl time.Duration) (
 func (s *store) Release(ctx context.Context, t driver.Tenure) (bool, error) {
 	if err := s.setup(ctx); err != nil {
 		return false, err
+	}
+	if slots := s.acquireSlots; slots != nil {
+		// Releases take the Acquires' turns: ten thousand Runs ending
+		// together must not keep the renewals of those still running
+		// from a connection past their Deadlines.
+		select {
+		case slots <- struct{}{}:
+			defer func() { <-slots }()
+		case <-ctx.Done():
+			return false, fmt.Errorf("waiting for one of the %d Acquires and Releases under way to finish: %w", cap(slots), ctx.Err())
+		}
 	}
 	var n int64
 	err := retry(ctx, s.dialect, func() error {

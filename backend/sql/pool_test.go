@@ -51,14 +51,15 @@ func TestAcquireSlots(t *testing.T) {
 }
 
 // TestBurstOfAcquiresLeavesConnections: a burst of Acquires on a pool of 8
-// never holds more than 6 connections, so a renewal or release always
-// finds one; and an Acquire waiting for its turn ends with its context,
-// as a store error.
+// never holds more than 6 connections, so a renewal always finds one; an
+// Acquire waiting for its turn ends with its context, as a store error;
+// and a Release takes the same turns.
 func TestBurstOfAcquiresLeavesConnections(t *testing.T) {
 	allStores(t, func(t *testing.T, s *testStore) {
 		l := s.openLocker(t, WithPoolSize(8, 8))
 		ctx := context.Background()
-		if _, err := l.Acquire(ctx, "burst/setup", "o", time.Minute); err != nil {
+		setup, err := l.Acquire(ctx, "burst/setup", "o", time.Minute)
+		if err != nil {
 			t.Fatal(err)
 		}
 		var wg sync.WaitGroup
@@ -103,15 +104,26 @@ func TestBurstOfAcquiresLeavesConnections(t *testing.T) {
 		}
 		short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 		defer cancel()
-		_, err := l.Acquire(short, "burst/late", "o", time.Minute)
+		_, err = l.Acquire(short, "burst/late", "o", time.Minute)
 		if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, lease.ErrHeld) || !contains(err, "Acquires under way") {
 			t.Errorf("Acquire waiting for a slot past its deadline: %v; want a context error naming the wait", err)
+		}
+		// Releases take the same turns: a storm of them (thousands of
+		// Runs ending together) leaves the renewals their connections.
+		short2, cancel2 := context.WithTimeout(ctx, 50*time.Millisecond)
+		defer cancel2()
+		err = l.Release(short2, setup)
+		if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, lease.ErrLost) || !contains(err, "Releases under way") {
+			t.Errorf("Release waiting for a slot past its deadline: %v; want a context error naming the wait", err)
 		}
 		for range cap(l.s.acquireSlots) {
 			<-l.s.acquireSlots
 		}
 		if _, err := l.Acquire(ctx, "burst/late", "o", time.Minute); err != nil {
 			t.Errorf("Acquire once the slots are free: %v", err)
+		}
+		if err := l.Release(ctx, setup); err != nil {
+			t.Errorf("Release once the slots are free: %v", err)
 		}
 	})
 }
