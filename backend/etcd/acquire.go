@@ -298,11 +298,20 @@ func (s *store) writeWithLease(ctx context.Context, ttl time.Duration, start tim
 // leaseFor returns a lease for a tenure of ttl that starts at start: one
 // from the pool, or one granted now.
 func (s *store) leaseFor(ctx context.Context, ttl time.Duration, start time.Time) (tenureLease, error) {
-	sec := ttlSeconds(ttl)
-	if p, ok := s.pool.take(sec, start); ok {
-		return tenureLease{pooledLease: p, sec: sec, fromPool: true, pooled: true, id: p.id, ttl: p.ttl}, nil
+	if l, ok := s.spare(ttlSeconds(ttl), start); ok {
+		return l, nil
 	}
 	return s.grantFor(ctx, ttl, start)
+}
+
+// spare returns a lease of the pool's class sec, if it has one (see
+// pool.take).
+func (s *store) spare(sec int64, start time.Time) (tenureLease, bool) {
+	p, ok := s.pool.take(sec, start)
+	if !ok {
+		return tenureLease{}, false
+	}
+	return tenureLease{pooledLease: p, sec: sec, fromPool: true, pooled: true, id: p.id, ttl: p.ttl}, true
 }
 
 // grantFor grants a lease for a tenure of ttl that starts at start.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/leasekit/lease/internal/batchctx"
 )
 
 // groupMax bounds the Acquires that share one grant (see grants). The
@@ -72,8 +74,8 @@ func (s *store) sharedGrant(ctx context.Context, ttl time.Duration, start time.T
 		// transaction. In a burst, a share of the next grant serves the
 		// tenures better: one keep-alive for all.
 		g.mu.Unlock()
-		if p, ok := s.pool.take(sec, start); ok {
-			return tenureLease{pooledLease: p, sec: sec, fromPool: true, pooled: true, id: p.id, ttl: p.ttl}, start, nil
+		if l, ok := s.spare(sec, start); ok {
+			return l, start, nil
 		}
 		g.mu.Lock()
 	}
@@ -161,7 +163,7 @@ func (s *store) flushGrants(sec int64) {
 		}
 		g.mu.Unlock()
 
-		ctx, cancel := batchContext(s.life, c.ctxs)
+		ctx, cancel := batchctx.New(s.life, c.ctxs)
 		c.sent = time.Now()
 		c.lease, c.err = s.grantFor(ctx, time.Duration(sec)*time.Second, c.sent)
 		cancel()

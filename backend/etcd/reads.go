@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"sync"
-	"time"
 
+	"github.com/leasekit/lease/internal/batchctx"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -139,7 +139,7 @@ func (r *reader) flush() {
 		for i, req := range batch {
 			ctxs[i] = req.ctx
 		}
-		ctx, cancel := batchContext(r.s.life, ctxs)
+		ctx, cancel := batchctx.New(r.s.life, ctxs)
 		keys := make([]string, len(batch))
 		for i, req := range batch {
 			keys[i] = req.key
@@ -166,55 +166,3 @@ func (r *reader) close() {
 
 // errClosed reports a call that raced the Locker's Close.
 var errClosed = errors.New("the Locker is closed")
-
-// batchContext is the context of a request shared by calls with the
-// contexts ctxs: it ends with the Locker, at the latest of their deadlines
-// (none if one has none), or once every one of them has ended. It keeps
-// the values of the first call's context.
-func batchContext(life context.Context, ctxs []context.Context) (context.Context, context.CancelFunc) {
-	var latest time.Time
-	bounded := true
-	for _, c := range ctxs {
-		d, ok := c.Deadline()
-		if !ok {
-			bounded = false
-			break
-		}
-		if d.After(latest) {
-			latest = d
-		}
-	}
-	ctx, cancel := context.WithCancel(life)
-	if bounded {
-		ctx, cancel = context.WithDeadline(life, latest)
-	}
-	// Values (tracing) from the first call; cancellation from none of
-	// them alone.
-	ctx = valuesFrom{Context: ctx, values: ctxs[0]}
-	left := len(ctxs)
-	var mu sync.Mutex
-	stops := make([]func() bool, len(ctxs))
-	for i, c := range ctxs {
-		stops[i] = context.AfterFunc(c, func() {
-			mu.Lock()
-			defer mu.Unlock()
-			if left--; left == 0 {
-				cancel()
-			}
-		})
-	}
-	return ctx, func() {
-		for _, stop := range stops {
-			stop()
-		}
-		cancel()
-	}
-}
-
-// valuesFrom is a context whose values come from another one.
-type valuesFrom struct {
-	context.Context
-	values context.Context
-}
-
-func (c valuesFrom) Value(key any) any { return c.values.Value(key) }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 
+	"github.com/leasekit/lease/internal/batchctx"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -131,7 +132,7 @@ func (w *writer) send(batch []*writeReq) {
 	for i, req := range batch {
 		ctxs[i] = req.ctx
 	}
-	ctx, cancel := batchContext(w.s.life, ctxs)
+	ctx, cancel := batchctx.New(w.s.life, ctxs)
 	defer cancel()
 	if len(batch) == 1 {
 		req := batch[0]

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/leasekit/lease/driver"
+	"github.com/leasekit/lease/internal/batchctx"
 )
 
 // maxAcquireBatch bounds the names one batch takeover statement acquires.
@@ -130,7 +131,7 @@ func (s *store) acquireBatch(batch []*acquireReq) {
 	for i, r := range batch {
 		ctxs[i] = r.ctx
 	}
-	ctx, cancel := anyContext(ctxs)
+	ctx, cancel := batchctx.New(context.Background(), ctxs)
 	defer cancel()
 	s.acquireBatches.Add(1)
 	err := retry(ctx, s.dialect, func() error {
@@ -153,9 +154,7 @@ func (s *store) acquireBatch(batch []*acquireReq) {
 // acquireBatchOnce runs the batch takeover statement once.
 func (s *store) acquireBatchOnce(ctx context.Context, batch []*acquireReq) error {
 	answer := func(r *acquireReq, owner string, token, exp, nowMs, acq int64) {
-		r.t = tenure(r.name, owner, token, exp, acq)
-		r.t.Remaining = time.Duration(exp-nowMs) * time.Millisecond
-		r.got = true
+		r.t, r.got = taken(r.name, owner, token, exp, nowMs, acq), true
 	}
 	if s.dialect == PostgreSQL {
 		doc := make([][]any, len(batch))
@@ -216,43 +215,4 @@ func (s *store) acquireBatchOnce(ctx context.Context, batch []*acquireReq) error
 		answer(r, owner, token, exp, nowMs, acq)
 	}
 	return rows.Err()
-}
-
-// anyContext returns a context that ends when every one of ctxs has ended
-// (or at the latest of their deadlines), with the values of the first.
-func anyContext(ctxs []context.Context) (context.Context, context.CancelFunc) {
-	var latest time.Time
-	bounded := true
-	for _, c := range ctxs {
-		d, ok := c.Deadline()
-		if !ok {
-			bounded = false
-			break
-		}
-		if d.After(latest) {
-			latest = d
-		}
-	}
-	ctx, cancel := context.WithCancel(context.WithoutCancel(ctxs[0]))
-	if bounded {
-		ctx, cancel = context.WithDeadline(context.WithoutCancel(ctxs[0]), latest)
-	}
-	var mu sync.Mutex
-	left := len(ctxs)
-	stops := make([]func() bool, len(ctxs))
-	for i, c := range ctxs {
-		stops[i] = context.AfterFunc(c, func() {
-			mu.Lock()
-			defer mu.Unlock()
-			if left--; left == 0 {
-				cancel()
-			}
-		})
-	}
-	return ctx, func() {
-		for _, stop := range stops {
-			stop()
-		}
-		cancel()
-	}
 }

@@ -90,9 +90,15 @@ func (s *store) acquireOne(ctx context.Context, name, owner string, ttl time.Dur
 	if err != nil {
 		return driver.Tenure{}, s.fail(err)
 	}
-	t := tenure(name, gotOwner, token, exp, acq)
-	t.Remaining = time.Duration(exp-nowMs) * time.Millisecond
-	return t, nil
+	return taken(name, gotOwner, token, exp, nowMs, acq), nil
+}
+
+// taken is the row a takeover statement returned, at its now nowMs: the
+// caller's tenure, or the holder's with its remaining time.
+func taken(name, owner string, token, expiresMs, nowMs, acquiredMs int64) driver.Tenure {
+	t := tenure(name, owner, token, expiresMs, acquiredMs)
+	t.Remaining = time.Duration(expiresMs-nowMs) * time.Millisecond
+	return t
 }
 
 // acquireTx is Acquire for MySQL servers without INSERT ... RETURNING: the

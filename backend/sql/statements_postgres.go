@@ -1,5 +1,20 @@
 package sqllease
 
+// postgresTakeover is the conflict clause of the PostgreSQL takeover
+// statements (acquire, acquireBatch): on a row that exists, take it over
+// where it is free (expired), keep it and move its expiry where it is the
+// caller's (re-entrant), each column choosing between the new tenure and
+// the current one (EXCLUDED.acquired_at is the statement's now); leave it
+// alone otherwise.
+const postgresTakeover = `ON CONFLICT (lease_key) DO UPDATE SET
+	token       = CASE WHEN t.expires_at <= EXCLUDED.acquired_at THEN GREATEST(t.token + 1, EXCLUDED.token) ELSE t.token END,
+	acquired_at = CASE WHEN t.expires_at <= EXCLUDED.acquired_at THEN EXCLUDED.acquired_at ELSE t.acquired_at END,
+	host        = CASE WHEN t.expires_at <= EXCLUDED.acquired_at THEN EXCLUDED.host ELSE t.host END,
+	owner       = EXCLUDED.owner,
+	expires_at  = EXCLUDED.expires_at
+WHERE t.expires_at <= EXCLUDED.acquired_at OR t.owner = EXCLUDED.owner
+RETURNING `
+
 // postgresQueries are the PostgreSQL statements. clock_timestamp() moves
 // within a statement, so each statement reads it once, in the CTE n.
 var postgresQueries = queries{
@@ -24,14 +39,7 @@ up AS (
 INSERT INTO {T} AS t (lease_key, name, owner, token, acquired_at, expires_at, host)
 SELECT $1::bytea, $2::bytea, $3::text, n.ms*1000, n.ms, n.ms + $4::bigint, $5::text FROM n
 WHERE NOT EXISTS (SELECT 1 FROM cur WHERE cur.expires_at > n.ms AND cur.owner <> $3::text)
-ON CONFLICT (lease_key) DO UPDATE SET
-	token       = CASE WHEN t.expires_at <= EXCLUDED.acquired_at THEN GREATEST(t.token + 1, EXCLUDED.token) ELSE t.token END,
-	acquired_at = CASE WHEN t.expires_at <= EXCLUDED.acquired_at THEN EXCLUDED.acquired_at ELSE t.acquired_at END,
-	host        = CASE WHEN t.expires_at <= EXCLUDED.acquired_at THEN EXCLUDED.host ELSE t.host END,
-	owner       = EXCLUDED.owner,
-	expires_at  = EXCLUDED.expires_at
-WHERE t.expires_at <= EXCLUDED.acquired_at OR t.owner = EXCLUDED.owner
-RETURNING t.owner, t.token, t.expires_at, t.acquired_at)
+` + postgresTakeover + `t.owner, t.token, t.expires_at, t.acquired_at)
 SELECT up.owner, up.token, up.expires_at, (SELECT ms FROM n), up.acquired_at FROM up
 UNION ALL
 SELECT cur.owner, cur.token, cur.expires_at, n.ms, cur.acquired_at FROM cur, n
@@ -53,14 +61,7 @@ INSERT INTO {T} AS t (lease_key, name, owner, token, acquired_at, expires_at, ho
 SELECT b.k, b.nm, b.o, n.ms*1000, n.ms, n.ms + b.ttl, $2::text FROM b, n
 WHERE NOT EXISTS (SELECT 1 FROM cur WHERE cur.i = b.i AND cur.expires_at > n.ms AND cur.owner <> b.o)
 ORDER BY b.k
-ON CONFLICT (lease_key) DO UPDATE SET
-	token       = CASE WHEN t.expires_at <= EXCLUDED.acquired_at THEN GREATEST(t.token + 1, EXCLUDED.token) ELSE t.token END,
-	acquired_at = CASE WHEN t.expires_at <= EXCLUDED.acquired_at THEN EXCLUDED.acquired_at ELSE t.acquired_at END,
-	host        = CASE WHEN t.expires_at <= EXCLUDED.acquired_at THEN EXCLUDED.host ELSE t.host END,
-	owner       = EXCLUDED.owner,
-	expires_at  = EXCLUDED.expires_at
-WHERE t.expires_at <= EXCLUDED.acquired_at OR t.owner = EXCLUDED.owner
-RETURNING t.lease_key, t.owner, t.token, t.expires_at, t.acquired_at)
+` + postgresTakeover + `t.lease_key, t.owner, t.token, t.expires_at, t.acquired_at)
 SELECT b.i, up.owner, up.token, up.expires_at, (SELECT ms FROM n), up.acquired_at FROM up JOIN b ON b.k = up.lease_key
 UNION ALL
 SELECT cur.i, cur.owner, cur.token, cur.expires_at, n.ms, cur.acquired_at FROM cur JOIN b ON b.i = cur.i CROSS JOIN n
