@@ -82,6 +82,7 @@ var cases = []testCase{
 	{name: "Run never enters fn on a store slower than the ttl", contract: "7, faults", fn: faultSlowStoreNeverEntersFn, waits: 2},
 	// 10. Concurrency.
 	{name: "concurrent acquires on a free name: exactly one wins", contract: "10", fn: concurrentAcquiresOneWins},
+	{name: "a burst of acquires gives each the answer it would get alone", contract: "1, 2, 3, 10", fn: burstGivesSingleAnswers},
 	// Close.
 	{name: "a closed locker refuses every call with ErrClosed", contract: "close", fn: closedLockerRefuses},
 	// The optional interfaces, where the Locker implements them.

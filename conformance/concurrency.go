@@ -92,3 +92,88 @@ func tokensStrictlyIncrease(t testing.TB, s *suite) {
 		}
 	}
 }
+
+// burstGivesSingleAnswers: a burst of concurrent Acquires on one Locker
+// (which a store may send in shared requests: etcd shares lease grants,
+// SQL shares takeover statements) gives each the answer it would get
+// alone: a free name is acquired, a name another owner holds is ErrHeld
+// naming it, a name the caller holds is re-entered with its token, and
+// of owners racing for one free name exactly one wins while the others
+// are told it holds it.
+func burstGivesSingleAnswers(t testing.TB, s *suite) {
+	l := s.locker(t)
+	ttl := long
+	type want struct {
+		name, owner string
+		held        string // held by this other owner
+		token       uint64 // re-entrant: keeps this token
+		race        bool
+	}
+	var wants []want
+	for i := range 40 {
+		wants = append(wants, want{name: s.name(fmt.Sprintf("burst-free-%d", i)), owner: "owner-a"})
+	}
+	for i := range 10 {
+		name := s.name(fmt.Sprintf("burst-held-%d", i))
+		s.acquire(t, l, name, "owner-b", ttl)
+		wants = append(wants, want{name: name, owner: "owner-a", held: "owner-b"})
+	}
+	for i := range 10 {
+		name := s.name(fmt.Sprintf("burst-mine-%d", i))
+		got, _ := s.acquire(t, l, name, "owner-a", ttl)
+		wants = append(wants, want{name: name, owner: "owner-a", token: got.Token})
+	}
+	for i := range 10 {
+		name := s.name(fmt.Sprintf("burst-race-%d", i))
+		for _, o := range []string{"owner-c", "owner-d", "owner-e"} {
+			wants = append(wants, want{name: name, owner: o, race: true})
+		}
+	}
+	got := make([]lease.Lease, len(wants))
+	errs := make([]error, len(wants))
+	var wg sync.WaitGroup
+	for i, w := range wants {
+		wg.Go(func() { got[i], errs[i] = l.Acquire(t.Context(), w.name, w.owner, ttl) })
+	}
+	wg.Wait()
+	winners := map[string]string{}
+	for i, w := range wants {
+		var he *lease.HeldError
+		err := errs[i]
+		switch {
+		case w.race && err == nil:
+			if prev, ok := winners[w.name]; ok {
+				t.Fatalf("%q: both %s and %s acquired it", w.name, prev, w.owner)
+			}
+			winners[w.name] = w.owner
+		case w.race:
+			if !errors.As(err, &he) {
+				failCall(t, fmt.Sprintf("Acquire(%q) racing for a free name", w.name), err)
+			}
+		case w.held != "":
+			if !errors.As(err, &he) || he.Owner != w.held {
+				t.Fatalf("Acquire(%q), held by %s, in a burst = %v; want ErrHeld naming %s", w.name, w.held, err, w.held)
+			}
+		case err != nil:
+			failCall(t, fmt.Sprintf("Acquire(%q) in a burst", w.name), err)
+		case w.token != 0 && got[i].Token != w.token:
+			t.Fatalf("re-entrant Acquire(%q) in a burst changed the token from %d to %d", w.name, w.token, got[i].Token)
+		case got[i].Owner != w.owner || got[i].Token == 0:
+			t.Fatalf("Acquire(%q) in a burst returned %+v", w.name, got[i])
+		}
+	}
+	for i, w := range wants {
+		var he *lease.HeldError
+		if w.race && errors.As(errs[i], &he) && he.Owner != winners[w.name] {
+			t.Fatalf("Acquire(%q) by %s: told %s holds it, but %s won", w.name, w.owner, he.Owner, winners[w.name])
+		}
+	}
+	if len(winners) != 10 {
+		t.Fatalf("%d of 10 names raced for in a burst were acquired; want all", len(winners))
+	}
+	for i := range wants {
+		if errs[i] == nil {
+			s.mustHold(t, l, got[i], "after a burst of Acquires")
+		}
+	}
+}
