@@ -101,3 +101,42 @@ type FairAcquirer interface {
 	// gives up. It is not an error if owner has no place.
 	Dequeue(ctx context.Context, name, owner string) error
 }
+
+// TurnWaiter is implemented by Waiters whose store wakes one waiting
+// Locker per release, instead of every Locker that watches the name, so
+// that a release does not set off a herd of Acquires from every process
+// that waits for it. Run's WithWait uses it when the Locker has it.
+//
+// A Locker waits for a name with a Watch from WatchTurn and calls
+// AcquireOrWait instead of Acquire. Each AcquireOrWait that finds the
+// name held by another owner leaves the Locker a mark among the name's
+// waiters, in the same round trip, that lasts a few seconds (MarkLife)
+// unless the next AcquireOrWait renews it. A Release or ForceRelease of
+// the name wakes the turn Watches of the Locker whose unexpired mark is
+// oldest, and no other Locker's; when no Locker has a mark, it wakes
+// every turn Watch, as a plain Watch would be woken. An AcquireOrWait
+// that acquires takes the Locker's mark away, or, when the Locker has
+// other turn Watches on the name still waiting, puts it at the back, so
+// Lockers take turns. A mark never holds anyone back: any Acquire of a
+// free name succeeds. Wake-ups remain hints: a waiter that is not woken
+// (its process died with its mark in place, a notification was lost)
+// costs the others at most the mark's life, and Run's waiters try again
+// at least every two seconds whatever they hear.
+type TurnWaiter interface {
+	Waiter
+	// WatchTurn is Watch for this Locker's turn: its Changed channel
+	// receives when a release of name chose this Locker's mark, when a
+	// release found no mark at all, and when the watch may have missed a
+	// release (a dropped connection). It returns an error matching
+	// errors.ErrUnsupported when the store cannot wake one Locker; a
+	// caller may then use Watch.
+	WatchTurn(ctx context.Context, name string) (Watch, error)
+	// AcquireOrWait is Acquire for an owner that waits for name with a
+	// Watch from WatchTurn: it returns what Acquire would, and also leaves,
+	// renews or takes away the Locker's mark as described above.
+	AcquireOrWait(ctx context.Context, name, owner string, ttl time.Duration) (Lease, error)
+}
+
+// MarkLife is how long a TurnWaiter's mark lasts after the AcquireOrWait
+// that left or renewed it: what a waiter that died can cost the others.
+const MarkLife = 5 * time.Second

@@ -38,6 +38,8 @@ type Locker struct {
 	// doubts are the tenures whose Release failed without an answer;
 	// Acquire does not re-enter them (see doubts).
 	doubts doubts
+	// turns is this Locker's waiting through a TurnWatcher (turns.go).
+	turns turns
 }
 
 var (
@@ -46,6 +48,7 @@ var (
 	_ lease.ForceReleaser = (*Locker)(nil)
 	_ lease.Waiter        = (*Locker)(nil)
 	_ lease.FairAcquirer  = (*Locker)(nil)
+	_ lease.TurnWaiter    = (*Locker)(nil)
 )
 
 // NewLocker returns a Locker that keeps its tenures in s. backend names

@@ -124,6 +124,42 @@ type Watcher interface {
 	Watch(ctx context.Context, name string) (lease.Watch, error)
 }
 
+// TurnWatcher is a Watcher that wakes one waiting Locker per release (see
+// lease.TurnWaiter). The Locker's WatchTurn and AcquireOrWait use it; it
+// names each Locker by a Waiter ID of its own (see Mark).
+//
+// The store keeps the marks of a name: each a waiter ID with the instant
+// it was first placed (its place in line) and the instant it lapses, both
+// by the store's clock. Release and ForceRelease of a name choose the
+// unexpired mark placed first and wake the turn Watches of that waiter,
+// and no other waiter's; when there is no unexpired mark they wake every
+// turn Watch of the name. Plain Watches (Watcher.Watch) wake on every
+// release, as before. Expired marks are dropped whenever it is cheap; a
+// mark must never outlive its lapse by much in the store's memory.
+type TurnWatcher interface {
+	Watcher
+	// WatchTurn is Watch for waiter's turns on name: its Changed channel
+	// receives when a release chose waiter's mark or found none, and when
+	// the watch may have missed one (a dropped connection).
+	WatchTurn(ctx context.Context, name, waiter string) (lease.Watch, error)
+	// AcquireOrWait is Acquire that also, in the same round trip, changes
+	// m.Waiter's mark on name: when another owner holds name, it places the
+	// mark at the back if it has none (or only a lapsed one) and moves its
+	// lapse to now+m.Life either way; when it acquires (or re-enters) it
+	// removes the mark, or, when m.Keep, places it at the back anew with a
+	// lapse of now+m.Life.
+	AcquireOrWait(ctx context.Context, name, owner string, ttl time.Duration, m Mark) (Tenure, error)
+	// StopWaiting removes waiter's mark on name, if it has one.
+	StopWaiting(ctx context.Context, name, waiter string) error
+}
+
+// Mark says how AcquireOrWait treats a waiter's mark (see TurnWatcher).
+type Mark struct {
+	Waiter string        // the waiting Locker's ID: printable ASCII, at most 64 bytes
+	Life   time.Duration // how long the mark lasts from the call, by the store's clock
+	Keep   bool          // on acquiring, place the mark at the back instead of removing it
+}
+
 // FairAcquirer is a Store that keeps a queue of waiting owners per name.
 // The Locker's AcquireQueued and Dequeue use it; without it they report
 // errors.ErrUnsupported.
