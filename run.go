@@ -359,10 +359,19 @@ func acquireWaiting(ctx context.Context, l Locker, name, owner string, ttl, wait
 		}()
 	}
 	backoff := 10 * time.Millisecond
+	// Watch before the first attempt, so that a release between a busy
+	// answer and the wait is not missed. A TurnWaiter's watch wakes this
+	// Locker only when a release chose it, so that the waiting Lockers of
+	// other processes do not all retry at each release.
 	var changed <-chan struct{}
-	if w, ok := l.(Waiter); ok && wait > 0 {
-		// Watch before the first attempt, so that a release between a busy
-		// answer and the wait is not missed.
+	if tw, ok := l.(TurnWaiter); ok && wait > 0 && !fair {
+		if watch, err := tw.WatchTurn(ctx, name); err == nil {
+			defer watch.Stop()
+			changed = watch.Changed()
+			acquire = tw.AcquireOrWait
+		}
+	}
+	if w, ok := l.(Waiter); ok && wait > 0 && changed == nil {
 		if watch, err := w.Watch(ctx, name); err == nil {
 			defer watch.Stop()
 			changed = watch.Changed()

@@ -3,6 +3,7 @@ package lease_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -378,6 +379,13 @@ func (c *countingAcquires) Acquire(ctx context.Context, name, owner string, ttl 
 	return c.Locker.Acquire(ctx, name, owner, ttl)
 }
 
+// AcquireOrWait counts too: Run's waiting attempts go through it on a
+// TurnWaiter.
+func (c *countingAcquires) AcquireOrWait(ctx context.Context, name, owner string, ttl time.Duration) (lease.Lease, error) {
+	c.acquires.Add(1)
+	return c.Locker.AcquireOrWait(ctx, name, owner, ttl)
+}
+
 func TestRunWaitingWakesOnRelease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := &countingAcquires{Locker: memory.New()}
@@ -557,6 +565,59 @@ func TestRunNextWaiterTriesWhenTheHeadGivesUp(t *testing.T) {
 			if err := <-c; err != nil {
 				t.Fatal(err)
 			}
+		}
+	})
+}
+
+// TestRunWaitersOfOtherLockersDoNotHerd: Runs waiting on five Lockers of
+// one store (five processes) each make one attempt per turn, not one per
+// release: a release wakes the Locker whose mark is oldest, not all five.
+func TestRunWaitersOfOtherLockersDoNotHerd(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := memory.New()
+		held, err := m.Acquire(context.Background(), "job", "first", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		const n = 5
+		lockers := make([]*countingAcquires, n)
+		done := make(chan error, n)
+		var order []int
+		var mu sync.Mutex
+		for i := range lockers {
+			lockers[i] = &countingAcquires{Locker: m.Share()}
+			go func() {
+				done <- lease.Run(context.Background(), lockers[i], "job", time.Minute, func(context.Context) error {
+					mu.Lock()
+					order = append(order, i)
+					mu.Unlock()
+					time.Sleep(10 * time.Millisecond)
+					return nil
+				}, lease.WithWait(time.Hour))
+			}()
+			time.Sleep(time.Millisecond) // arrive in order
+		}
+		synctest.Wait()
+		attempts := func() (sum int32) {
+			for _, l := range lockers {
+				sum += l.acquires.Load()
+			}
+			return sum
+		}
+		before := attempts() // one busy attempt each, which marks
+		if err := m.Release(context.Background(), held); err != nil {
+			t.Fatal(err)
+		}
+		for range n {
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := attempts() - before; got != n {
+			t.Errorf("%d Acquire attempts for %d handoffs, want one each (woken one Locker at a time)", got, n)
+		}
+		if want := []int{0, 1, 2, 3, 4}; !slices.Equal(order, want) {
+			t.Errorf("Lockers held the name in order %v, want the order of their marks %v", order, want)
 		}
 	})
 }

@@ -3,6 +3,8 @@ package conformance
 import (
 	"testing"
 	"time"
+
+	"github.com/leasekit/lease"
 )
 
 // testCase is one case of the suite: a promise as a sentence, the
@@ -90,6 +92,9 @@ var cases = []testCase{
 	{name: "force release ends any tenure and keeps token order", contract: "force-release", fn: forceRelease},
 	{name: "a watch wakes when the name is released or force-released", contract: "waiter", fn: watchWakesOnRelease},
 	{name: "a watch wakes when another locker releases or force-releases the name", contract: "waiter", fn: watchWakesOnAnotherLockersRelease},
+	{name: "a release wakes only the waiting locker whose mark is oldest", contract: "turn", fn: turnWakesOldestMark},
+	{name: "with no mark placed a release wakes every turn watch", contract: "turn", fn: turnWithoutMarksWakesAll},
+	{name: "a lapsed mark no longer gets the turn", contract: "turn", fn: turnMarkLapses, budget: defaultBudget + 2*lease.MarkLife},
 	{name: "queued waiters get a free name in arrival order", contract: "fair", fn: fairQueueOrder},
 	{name: "a waiter that gives up or lets its place expire holds up no one", contract: "fair", fn: fairPlaceExpires, waits: 1},
 	{name: "the holder's queued Acquire re-enters and keeps no place; a plain Acquire passes the line", contract: "fair", fn: fairHolderAndBarger},
@@ -111,7 +116,7 @@ type Case struct {
 	Name string
 	// Contract is the contract line (or lines) the case checks: "1" to
 	// "10" as numbered in the lease package documentation, "close" for
-	// Close, "batch", "lister", "force-release", "waiter" and "fair" for the optional
+	// Close, "batch", "lister", "force-release", "waiter", "turn" and "fair" for the optional
 	// interfaces, "run" for lease.Run over the store.
 	Contract string
 }

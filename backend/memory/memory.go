@@ -60,6 +60,7 @@ type store struct {
 	token    uint64
 	watchers map[string]map[*watch]struct{}
 	queues   map[string][]place
+	marks    map[string][]place // waiters' marks, in placement order (turns.go)
 }
 
 // place is a waiter's place in a name's queue.
@@ -83,12 +84,13 @@ var (
 	_ driver.ForceReleaser = (*store)(nil)
 	_ driver.Watcher       = (*store)(nil)
 	_ driver.FairAcquirer  = (*store)(nil)
+	_ driver.TurnWatcher   = (*store)(nil)
 )
 
 // New returns an empty store. It has no client and no option that can
 // fail, so unlike the other backends' New it returns no error.
 func New(opts ...Option) *Locker {
-	s := &store{clock: systemClock{}, leases: map[string]tenure{}, watchers: map[string]map[*watch]struct{}{}, queues: map[string][]place{}}
+	s := &store{clock: systemClock{}, leases: map[string]tenure{}, watchers: map[string]map[*watch]struct{}{}, queues: map[string][]place{}, marks: map[string][]place{}}
 	for _, o := range opts {
 		o(s)
 	}
@@ -127,18 +129,22 @@ func (s *store) current(name string, now time.Time) (tenure, bool) {
 func (s *store) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (driver.Tenure, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	now := s.clock.Now()
+	return s.acquire(name, owner, ttl, s.clock.Now()), nil
+}
+
+// acquire is Acquire at now. s.mu must be held.
+func (s *store) acquire(name, owner string, ttl time.Duration, now time.Time) driver.Tenure {
 	t, held := s.current(name, now)
 	switch {
 	case held && t.owner != owner:
-		return t.view(name, now), nil
+		return t.view(name, now)
 	case !held:
 		s.token++
 		t = tenure{owner: owner, token: s.token, acquired: now}
 	}
 	t.expires = now.Add(ttl)
 	s.leases[name] = t
-	return t.view(name, now), nil
+	return t.view(name, now)
 }
 
 // Renew implements driver.Store.
@@ -216,8 +222,9 @@ func (t tenure) view(name string, now time.Time) driver.Tenure {
 
 // watch is one Watch on a name of a memory store.
 type watch struct {
-	s    *store
-	name string
+	s      *store
+	name   string
+	waiter string // a turn Watch's waiter, "" for a plain Watch
 	driver.Signal
 	stopCtx func() bool
 	once    sync.Once
@@ -228,7 +235,12 @@ type watch struct {
 // when a call reads the name, so waiters also wake at the holder's
 // remaining time, as lease.Run's waiting does.
 func (s *store) Watch(ctx context.Context, name string) (lease.Watch, error) {
-	w := &watch{s: s, name: name, Signal: driver.NewSignal()}
+	return s.watch(ctx, name, ""), nil
+}
+
+// watch registers a Watch of waiter ("" for a plain one) on name.
+func (s *store) watch(ctx context.Context, name, waiter string) *watch {
+	w := &watch{s: s, name: name, waiter: waiter, Signal: driver.NewSignal()}
 	s.mu.Lock()
 	if s.watchers[name] == nil {
 		s.watchers[name] = map[*watch]struct{}{}
@@ -236,7 +248,7 @@ func (s *store) Watch(ctx context.Context, name string) (lease.Watch, error) {
 	s.watchers[name][w] = struct{}{}
 	s.mu.Unlock()
 	w.stopCtx = context.AfterFunc(ctx, w.unregister)
-	return w, nil
+	return w
 }
 
 func (w *watch) Stop() {
@@ -255,10 +267,18 @@ func (w *watch) unregister() {
 	})
 }
 
-// notify wakes name's watchers. s.mu must be held.
+// notify wakes name's plain Watches, and its turn Watches of the waiter
+// whose live mark was placed first, or all of them when no mark is live.
+// s.mu must be held.
 func (s *store) notify(name string) {
+	chosen := ""
+	if m := s.liveMarks(name, s.clock.Now()); len(m) > 0 {
+		chosen = m[0].owner
+	}
 	for w := range s.watchers[name] {
-		w.Wake()
+		if w.waiter == "" || chosen == "" || w.waiter == chosen {
+			w.Wake()
+		}
 	}
 }
 
