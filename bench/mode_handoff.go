@@ -78,7 +78,13 @@ func watches(ctx context.Context, l lease.Locker) (bool, string) {
 		return false, "polls (Watch failed: " + short(err) + ")"
 	}
 	watch.Stop()
-	return true, "woken by the store's notifications (lease.Waiter)"
+	if tw, ok := l.(lease.TurnWaiter); ok {
+		if watch, err := tw.WatchTurn(ctx, "handoff-probe"); err == nil {
+			watch.Stop()
+			return true, "a release wakes the waiting Locker whose mark is oldest (lease.TurnWaiter)"
+		}
+	}
+	return true, "woken by the store's notifications, every waiting Locker at each release (lease.Waiter)"
 }
 
 // fair reports whether l keeps a queue for WithFairWait.

@@ -39,20 +39,22 @@
 //	lease.losses              counter, {loss}   tenures lost, by lease.loss.cause
 //
 // lease.operation is one of acquire, renew, renew_batch, release, inspect,
-// list, force_release, watch, acquire_queued and dequeue (the last two
-// are lease.FairAcquirer's). lease.outcome is what the call found:
+// list, force_release, watch, acquire_queued and dequeue (these two are
+// lease.FairAcquirer's), watch_turn and acquire_or_wait (lease.TurnWaiter's).
+// lease.outcome is what the call found:
 //
-//	acquired     Acquire or AcquireQueued started or re-entered a tenure
-//	held         Acquire found another owner holding the name (ErrHeld),
-//	             AcquireQueued found a holder or a waiter ahead of it;
-//	             Inspect found a holder
+//	acquired     Acquire, AcquireQueued or AcquireOrWait started or
+//	             re-entered a tenure
+//	held         Acquire or AcquireOrWait found another owner holding the
+//	             name (ErrHeld), AcquireQueued found a holder or a waiter
+//	             ahead of it; Inspect found a holder
 //	renewed      Renew or every renewal of a RenewBatch succeeded
 //	lost         Renew or Release found the tenure over (ErrLost); a
 //	             RenewBatch in which at least one tenure was lost
 //	released     Release or ForceRelease ended a tenure
 //	not_held     Inspect or ForceRelease found nobody holding the name
 //	listed       List answered
-//	watching     Watch is in place
+//	watching     Watch or WatchTurn is in place
 //	dequeued     Dequeue gave up a place in the queue
 //	unsupported  the Locker cannot do this (errors.ErrUnsupported)
 //	invalid      the call was refused for a malformed argument (ErrInvalid)

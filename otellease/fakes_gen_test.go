@@ -183,10 +183,218 @@ type (
 		withWatch
 		withFair
 	}
+	fakeT struct {
+		lockerOnly
+		withTurn
+	}
+	fakeLT struct {
+		lockerOnly
+		withList
+		withTurn
+	}
+	fakeFT struct {
+		lockerOnly
+		withForce
+		withTurn
+	}
+	fakeLFT struct {
+		lockerOnly
+		withList
+		withForce
+		withTurn
+	}
+	fakeBT struct {
+		lockerOnly
+		withBatch
+		withTurn
+	}
+	fakeLBT struct {
+		lockerOnly
+		withList
+		withBatch
+		withTurn
+	}
+	fakeFBT struct {
+		lockerOnly
+		withForce
+		withBatch
+		withTurn
+	}
+	fakeLFBT struct {
+		lockerOnly
+		withList
+		withForce
+		withBatch
+		withTurn
+	}
+	fakeWT struct {
+		lockerOnly
+		withWatch
+		withTurn
+	}
+	fakeLWT struct {
+		lockerOnly
+		withList
+		withWatch
+		withTurn
+	}
+	fakeFWT struct {
+		lockerOnly
+		withForce
+		withWatch
+		withTurn
+	}
+	fakeLFWT struct {
+		lockerOnly
+		withList
+		withForce
+		withWatch
+		withTurn
+	}
+	fakeBWT struct {
+		lockerOnly
+		withBatch
+		withWatch
+		withTurn
+	}
+	fakeLBWT struct {
+		lockerOnly
+		withList
+		withBatch
+		withWatch
+		withTurn
+	}
+	fakeFBWT struct {
+		lockerOnly
+		withForce
+		withBatch
+		withWatch
+		withTurn
+	}
+	fakeLFBWT struct {
+		lockerOnly
+		withList
+		withForce
+		withBatch
+		withWatch
+		withTurn
+	}
+	fakeQT struct {
+		lockerOnly
+		withFair
+		withTurn
+	}
+	fakeLQT struct {
+		lockerOnly
+		withList
+		withFair
+		withTurn
+	}
+	fakeFQT struct {
+		lockerOnly
+		withForce
+		withFair
+		withTurn
+	}
+	fakeLFQT struct {
+		lockerOnly
+		withList
+		withForce
+		withFair
+		withTurn
+	}
+	fakeBQT struct {
+		lockerOnly
+		withBatch
+		withFair
+		withTurn
+	}
+	fakeLBQT struct {
+		lockerOnly
+		withList
+		withBatch
+		withFair
+		withTurn
+	}
+	fakeFBQT struct {
+		lockerOnly
+		withForce
+		withBatch
+		withFair
+		withTurn
+	}
+	fakeLFBQT struct {
+		lockerOnly
+		withList
+		withForce
+		withBatch
+		withFair
+		withTurn
+	}
+	fakeWQT struct {
+		lockerOnly
+		withWatch
+		withFair
+		withTurn
+	}
+	fakeLWQT struct {
+		lockerOnly
+		withList
+		withWatch
+		withFair
+		withTurn
+	}
+	fakeFWQT struct {
+		lockerOnly
+		withForce
+		withWatch
+		withFair
+		withTurn
+	}
+	fakeLFWQT struct {
+		lockerOnly
+		withList
+		withForce
+		withWatch
+		withFair
+		withTurn
+	}
+	fakeBWQT struct {
+		lockerOnly
+		withBatch
+		withWatch
+		withFair
+		withTurn
+	}
+	fakeLBWQT struct {
+		lockerOnly
+		withList
+		withBatch
+		withWatch
+		withFair
+		withTurn
+	}
+	fakeFBWQT struct {
+		lockerOnly
+		withForce
+		withBatch
+		withWatch
+		withFair
+		withTurn
+	}
+	fakeLFBWQT struct {
+		lockerOnly
+		withList
+		withForce
+		withBatch
+		withWatch
+		withFair
+		withTurn
+	}
 )
 
 // fakes has the fake for each combination, indexed by its bits.
-var fakes = [32]lease.Locker{
+var fakes = [64]lease.Locker{
 	&fake{lockerOnly: only},
 	&fakeL{lockerOnly: only},
 	&fakeF{lockerOnly: only},
@@ -219,4 +427,36 @@ var fakes = [32]lease.Locker{
 	&fakeLBWQ{lockerOnly: only},
 	&fakeFBWQ{lockerOnly: only},
 	&fakeLFBWQ{lockerOnly: only},
+	&fakeT{lockerOnly: only},
+	&fakeLT{lockerOnly: only},
+	&fakeFT{lockerOnly: only},
+	&fakeLFT{lockerOnly: only},
+	&fakeBT{lockerOnly: only},
+	&fakeLBT{lockerOnly: only},
+	&fakeFBT{lockerOnly: only},
+	&fakeLFBT{lockerOnly: only},
+	&fakeWT{lockerOnly: only},
+	&fakeLWT{lockerOnly: only},
+	&fakeFWT{lockerOnly: only},
+	&fakeLFWT{lockerOnly: only},
+	&fakeBWT{lockerOnly: only},
+	&fakeLBWT{lockerOnly: only},
+	&fakeFBWT{lockerOnly: only},
+	&fakeLFBWT{lockerOnly: only},
+	&fakeQT{lockerOnly: only},
+	&fakeLQT{lockerOnly: only},
+	&fakeFQT{lockerOnly: only},
+	&fakeLFQT{lockerOnly: only},
+	&fakeBQT{lockerOnly: only},
+	&fakeLBQT{lockerOnly: only},
+	&fakeFBQT{lockerOnly: only},
+	&fakeLFBQT{lockerOnly: only},
+	&fakeWQT{lockerOnly: only},
+	&fakeLWQT{lockerOnly: only},
+	&fakeFWQT{lockerOnly: only},
+	&fakeLFWQT{lockerOnly: only},
+	&fakeBWQT{lockerOnly: only},
+	&fakeLBWQT{lockerOnly: only},
+	&fakeFBWQT{lockerOnly: only},
+	&fakeLFBWQT{lockerOnly: only},
 }

@@ -20,6 +20,7 @@ var optionals = []struct{ initial, mixin, fake string }{
 	{"B", "batchRenewer", "withBatch"},
 	{"W", "waiter", "withWatch"},
 	{"Q", "fairAcquirer", "withFair"},
+	{"T", "turnWaiter", "withTurn"},
 }
 
 // combination returns the initials and the method types of combination

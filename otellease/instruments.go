@@ -63,10 +63,12 @@ const (
 	opWatch
 	opAcquireQueued
 	opDequeue
+	opWatchTurn
+	opAcquireOrWait
 	numOps
 )
 
-var opNames = [numOps]string{"acquire", "renew", "renew_batch", "release", "inspect", "list", "force_release", "watch", "acquire_queued", "dequeue"}
+var opNames = [numOps]string{"acquire", "renew", "renew_batch", "release", "inspect", "list", "force_release", "watch", "acquire_queued", "dequeue", "watch_turn", "acquire_or_wait"}
 
 // spanNames are the span names, "lease." + the operation.
 var spanNames = func() (n [numOps]string) {

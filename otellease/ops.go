@@ -370,20 +370,47 @@ func (c *core) renewBatch(ctx context.Context, reqs []lease.RenewRequest) []leas
 // watch implements lease.Waiter for the wrappers whose Locker is one. The
 // span covers setting the watch up, not its life.
 func (c *core) watch(ctx context.Context, name string) (lease.Watch, error) {
-	sctx, span := c.start(ctx, opWatch)
+	return c.watchWith(ctx, opWatch, name, c.l.(lease.Waiter).Watch)
+}
+
+// watchTurn implements lease.TurnWaiter for the wrappers whose Locker is
+// one: recorded as Watch is.
+func (c *core) watchTurn(ctx context.Context, name string) (lease.Watch, error) {
+	return c.watchWith(ctx, opWatchTurn, name, c.l.(lease.TurnWaiter).WatchTurn)
+}
+
+// watchWith records a Watch or WatchTurn, o, made by watch.
+func (c *core) watchWith(ctx context.Context, o op, name string, watch func(context.Context, string) (lease.Watch, error)) (lease.Watch, error) {
+	sctx, span := c.start(ctx, o)
 	if c.quiet(ctx, span) {
 		defer span.End()
-		return c.l.(lease.Waiter).Watch(ctx, name)
+		return watch(ctx, name)
 	}
 	attrs := spanAttrs(span)
 	start := time.Now()
 	// The watch lives on ctx, not on the span's context: a span that
 	// ended long ago must not be the parent of whatever the watch does.
-	w, err := c.l.(lease.Waiter).Watch(ctx, name)
+	w, err := watch(ctx, name)
 	took := time.Since(start)
 	if attrs != nil {
 		attrs.add(c.nameAttr(name))
 	}
-	c.finish(sctx, span, opWatch, classify(err, outWatching), err, took, attrs)
+	c.finish(sctx, span, o, classify(err, outWatching), err, took, attrs)
 	return w, err
+}
+
+// acquireOrWait implements lease.TurnWaiter for the wrappers whose Locker
+// is one: recorded as Acquire is.
+func (c *core) acquireOrWait(ctx context.Context, name, owner string, ttl time.Duration) (lease.Lease, error) {
+	ctx, span := c.start(ctx, opAcquireOrWait)
+	if c.quiet(ctx, span) {
+		defer span.End()
+		return c.l.(lease.TurnWaiter).AcquireOrWait(ctx, name, owner, ttl)
+	}
+	attrs := spanAttrs(span)
+	start := time.Now()
+	l, err := c.l.(lease.TurnWaiter).AcquireOrWait(ctx, name, owner, ttl)
+	end := time.Now()
+	c.granted(ctx, span, opAcquireOrWait, attrs, name, owner, ttl, l, err, start, end)
+	return l, err
 }

@@ -15,9 +15,9 @@ import (
 // that is not a FairAcquirer). Each optional interface's methods live in a
 // small type of its own below; the wrapper types in wrappers_gen.go embed
 // *core (lease.Locker and Unwrap) and one of these for each interface the
-// wrapped Locker has: one type per combination of the five, named by
+// wrapped Locker has: one type per combination of the six, named by
 // their initials (L Lister, F ForceReleaser, B BatchRenewer, W Waiter, Q
-// FairAcquirer, the queue). gen_test.go writes that file.
+// FairAcquirer, the queue, T TurnWaiter's own methods). gen_test.go writes that file.
 
 type lister struct{ c *core }
 
@@ -59,6 +59,27 @@ func (m fairAcquirer) Dequeue(ctx context.Context, name, owner string) error {
 	return m.c.dequeue(ctx, name, owner)
 }
 
+// turnWaiter has lease.TurnWaiter's own methods; with waiter's Watch, a
+// wrapper that has both is a lease.TurnWaiter.
+type turnWaiter struct{ c *core }
+
+// WatchTurn implements lease.TurnWaiter.
+func (m turnWaiter) WatchTurn(ctx context.Context, name string) (lease.Watch, error) {
+	return m.c.watchTurn(ctx, name)
+}
+
+// AcquireOrWait implements lease.TurnWaiter.
+func (m turnWaiter) AcquireOrWait(ctx context.Context, name, owner string, ttl time.Duration) (lease.Lease, error) {
+	return m.c.acquireOrWait(ctx, name, owner, ttl)
+}
+
+// turnMethods is what turnWaiter adds: a Locker with them and Watch is a
+// lease.TurnWaiter.
+type turnMethods interface {
+	WatchTurn(ctx context.Context, name string) (lease.Watch, error)
+	AcquireOrWait(ctx context.Context, name, owner string, ttl time.Duration) (lease.Lease, error)
+}
+
 // The bits of a combination, which index wrappers.
 const (
 	hasLister = 1 << iota
@@ -66,6 +87,7 @@ const (
 	hasBatchRenewer
 	hasWaiter
 	hasFairAcquirer
+	hasTurnWaiter
 	numCombinations = 1 << iota
 )
 
@@ -87,6 +109,9 @@ func wrapperFor(l lease.Locker, c *core) lease.Locker {
 	}
 	if _, ok := l.(lease.FairAcquirer); ok {
 		bits |= hasFairAcquirer
+	}
+	if _, ok := l.(turnMethods); ok {
+		bits |= hasTurnWaiter
 	}
 	return wrappers[bits](c)
 }

@@ -183,6 +183,214 @@ type (
 		waiter
 		fairAcquirer
 	}
+	wrapperT struct {
+		*core
+		turnWaiter
+	}
+	wrapperLT struct {
+		*core
+		lister
+		turnWaiter
+	}
+	wrapperFT struct {
+		*core
+		forceReleaser
+		turnWaiter
+	}
+	wrapperLFT struct {
+		*core
+		lister
+		forceReleaser
+		turnWaiter
+	}
+	wrapperBT struct {
+		*core
+		batchRenewer
+		turnWaiter
+	}
+	wrapperLBT struct {
+		*core
+		lister
+		batchRenewer
+		turnWaiter
+	}
+	wrapperFBT struct {
+		*core
+		forceReleaser
+		batchRenewer
+		turnWaiter
+	}
+	wrapperLFBT struct {
+		*core
+		lister
+		forceReleaser
+		batchRenewer
+		turnWaiter
+	}
+	wrapperWT struct {
+		*core
+		waiter
+		turnWaiter
+	}
+	wrapperLWT struct {
+		*core
+		lister
+		waiter
+		turnWaiter
+	}
+	wrapperFWT struct {
+		*core
+		forceReleaser
+		waiter
+		turnWaiter
+	}
+	wrapperLFWT struct {
+		*core
+		lister
+		forceReleaser
+		waiter
+		turnWaiter
+	}
+	wrapperBWT struct {
+		*core
+		batchRenewer
+		waiter
+		turnWaiter
+	}
+	wrapperLBWT struct {
+		*core
+		lister
+		batchRenewer
+		waiter
+		turnWaiter
+	}
+	wrapperFBWT struct {
+		*core
+		forceReleaser
+		batchRenewer
+		waiter
+		turnWaiter
+	}
+	wrapperLFBWT struct {
+		*core
+		lister
+		forceReleaser
+		batchRenewer
+		waiter
+		turnWaiter
+	}
+	wrapperQT struct {
+		*core
+		fairAcquirer
+		turnWaiter
+	}
+	wrapperLQT struct {
+		*core
+		lister
+		fairAcquirer
+		turnWaiter
+	}
+	wrapperFQT struct {
+		*core
+		forceReleaser
+		fairAcquirer
+		turnWaiter
+	}
+	wrapperLFQT struct {
+		*core
+		lister
+		forceReleaser
+		fairAcquirer
+		turnWaiter
+	}
+	wrapperBQT struct {
+		*core
+		batchRenewer
+		fairAcquirer
+		turnWaiter
+	}
+	wrapperLBQT struct {
+		*core
+		lister
+		batchRenewer
+		fairAcquirer
+		turnWaiter
+	}
+	wrapperFBQT struct {
+		*core
+		forceReleaser
+		batchRenewer
+		fairAcquirer
+		turnWaiter
+	}
+	wrapperLFBQT struct {
+		*core
+		lister
+		forceReleaser
+		batchRenewer
+		fairAcquirer
+		turnWaiter
+	}
+	wrapperWQT struct {
+		*core
+		waiter
+		fairAcquirer
+		turnWaiter
+	}
+	wrapperLWQT struct {
+		*core
+		lister
+		waiter
+		fairAcquirer
+		turnWaiter
+	}
+	wrapperFWQT struct {
+		*core
+		forceReleaser
+		waiter
+		fairAcquirer
+		turnWaiter
+	}
+	wrapperLFWQT struct {
+		*core
+		lister
+		forceReleaser
+		waiter
+		fairAcquirer
+		turnWaiter
+	}
+	wrapperBWQT struct {
+		*core
+		batchRenewer
+		waiter
+		fairAcquirer
+		turnWaiter
+	}
+	wrapperLBWQT struct {
+		*core
+		lister
+		batchRenewer
+		waiter
+		fairAcquirer
+		turnWaiter
+	}
+	wrapperFBWQT struct {
+		*core
+		forceReleaser
+		batchRenewer
+		waiter
+		fairAcquirer
+		turnWaiter
+	}
+	wrapperLFBWQT struct {
+		*core
+		lister
+		forceReleaser
+		batchRenewer
+		waiter
+		fairAcquirer
+		turnWaiter
+	}
 )
 
 // wrappers makes the wrapper for each combination, indexed by its bits.
@@ -230,5 +438,69 @@ var wrappers = [numCombinations]func(c *core) lease.Locker{
 	},
 	31: func(c *core) lease.Locker {
 		return &wrapperLFBWQ{c, lister{c}, forceReleaser{c}, batchRenewer{c}, waiter{c}, fairAcquirer{c}}
+	},
+	32: func(c *core) lease.Locker { return &wrapperT{c, turnWaiter{c}} },
+	33: func(c *core) lease.Locker { return &wrapperLT{c, lister{c}, turnWaiter{c}} },
+	34: func(c *core) lease.Locker { return &wrapperFT{c, forceReleaser{c}, turnWaiter{c}} },
+	35: func(c *core) lease.Locker { return &wrapperLFT{c, lister{c}, forceReleaser{c}, turnWaiter{c}} },
+	36: func(c *core) lease.Locker { return &wrapperBT{c, batchRenewer{c}, turnWaiter{c}} },
+	37: func(c *core) lease.Locker { return &wrapperLBT{c, lister{c}, batchRenewer{c}, turnWaiter{c}} },
+	38: func(c *core) lease.Locker { return &wrapperFBT{c, forceReleaser{c}, batchRenewer{c}, turnWaiter{c}} },
+	39: func(c *core) lease.Locker {
+		return &wrapperLFBT{c, lister{c}, forceReleaser{c}, batchRenewer{c}, turnWaiter{c}}
+	},
+	40: func(c *core) lease.Locker { return &wrapperWT{c, waiter{c}, turnWaiter{c}} },
+	41: func(c *core) lease.Locker { return &wrapperLWT{c, lister{c}, waiter{c}, turnWaiter{c}} },
+	42: func(c *core) lease.Locker { return &wrapperFWT{c, forceReleaser{c}, waiter{c}, turnWaiter{c}} },
+	43: func(c *core) lease.Locker {
+		return &wrapperLFWT{c, lister{c}, forceReleaser{c}, waiter{c}, turnWaiter{c}}
+	},
+	44: func(c *core) lease.Locker { return &wrapperBWT{c, batchRenewer{c}, waiter{c}, turnWaiter{c}} },
+	45: func(c *core) lease.Locker {
+		return &wrapperLBWT{c, lister{c}, batchRenewer{c}, waiter{c}, turnWaiter{c}}
+	},
+	46: func(c *core) lease.Locker {
+		return &wrapperFBWT{c, forceReleaser{c}, batchRenewer{c}, waiter{c}, turnWaiter{c}}
+	},
+	47: func(c *core) lease.Locker {
+		return &wrapperLFBWT{c, lister{c}, forceReleaser{c}, batchRenewer{c}, waiter{c}, turnWaiter{c}}
+	},
+	48: func(c *core) lease.Locker { return &wrapperQT{c, fairAcquirer{c}, turnWaiter{c}} },
+	49: func(c *core) lease.Locker { return &wrapperLQT{c, lister{c}, fairAcquirer{c}, turnWaiter{c}} },
+	50: func(c *core) lease.Locker { return &wrapperFQT{c, forceReleaser{c}, fairAcquirer{c}, turnWaiter{c}} },
+	51: func(c *core) lease.Locker {
+		return &wrapperLFQT{c, lister{c}, forceReleaser{c}, fairAcquirer{c}, turnWaiter{c}}
+	},
+	52: func(c *core) lease.Locker { return &wrapperBQT{c, batchRenewer{c}, fairAcquirer{c}, turnWaiter{c}} },
+	53: func(c *core) lease.Locker {
+		return &wrapperLBQT{c, lister{c}, batchRenewer{c}, fairAcquirer{c}, turnWaiter{c}}
+	},
+	54: func(c *core) lease.Locker {
+		return &wrapperFBQT{c, forceReleaser{c}, batchRenewer{c}, fairAcquirer{c}, turnWaiter{c}}
+	},
+	55: func(c *core) lease.Locker {
+		return &wrapperLFBQT{c, lister{c}, forceReleaser{c}, batchRenewer{c}, fairAcquirer{c}, turnWaiter{c}}
+	},
+	56: func(c *core) lease.Locker { return &wrapperWQT{c, waiter{c}, fairAcquirer{c}, turnWaiter{c}} },
+	57: func(c *core) lease.Locker {
+		return &wrapperLWQT{c, lister{c}, waiter{c}, fairAcquirer{c}, turnWaiter{c}}
+	},
+	58: func(c *core) lease.Locker {
+		return &wrapperFWQT{c, forceReleaser{c}, waiter{c}, fairAcquirer{c}, turnWaiter{c}}
+	},
+	59: func(c *core) lease.Locker {
+		return &wrapperLFWQT{c, lister{c}, forceReleaser{c}, waiter{c}, fairAcquirer{c}, turnWaiter{c}}
+	},
+	60: func(c *core) lease.Locker {
+		return &wrapperBWQT{c, batchRenewer{c}, waiter{c}, fairAcquirer{c}, turnWaiter{c}}
+	},
+	61: func(c *core) lease.Locker {
+		return &wrapperLBWQT{c, lister{c}, batchRenewer{c}, waiter{c}, fairAcquirer{c}, turnWaiter{c}}
+	},
+	62: func(c *core) lease.Locker {
+		return &wrapperFBWQT{c, forceReleaser{c}, batchRenewer{c}, waiter{c}, fairAcquirer{c}, turnWaiter{c}}
+	},
+	63: func(c *core) lease.Locker {
+		return &wrapperLFBWQT{c, lister{c}, forceReleaser{c}, batchRenewer{c}, waiter{c}, fairAcquirer{c}, turnWaiter{c}}
 	},
 }
