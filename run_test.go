@@ -621,3 +621,51 @@ func TestRunWaitersOfOtherLockersDoNotHerd(t *testing.T) {
 		}
 	})
 }
+
+// TestRunLockersTakeTurns: two Lockers with three waiting Runs each take
+// turns at the name: a Locker that acquires while others of its Runs
+// still wait puts its mark at the back, behind the other Locker's.
+func TestRunLockersTakeTurns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := memory.New()
+		held, err := m.Acquire(context.Background(), "job", "first", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lockers := []*countingAcquires{{Locker: m.Share()}, {Locker: m.Share()}}
+		const each = 3
+		done := make(chan error, 2*each)
+		var order []int
+		var mu sync.Mutex
+		for range each {
+			for i, l := range lockers {
+				go func() {
+					done <- lease.Run(context.Background(), l, "job", time.Minute, func(context.Context) error {
+						mu.Lock()
+						order = append(order, i)
+						mu.Unlock()
+						time.Sleep(10 * time.Millisecond)
+						return nil
+					}, lease.WithWait(time.Hour))
+				}()
+				time.Sleep(time.Millisecond)
+			}
+		}
+		synctest.Wait()
+		before := lockers[0].acquires.Load() + lockers[1].acquires.Load()
+		if err := m.Release(context.Background(), held); err != nil {
+			t.Fatal(err)
+		}
+		for range 2 * each {
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+		}
+		if want := []int{0, 1, 0, 1, 0, 1}; !slices.Equal(order, want) {
+			t.Errorf("Lockers held the name in order %v, want them to alternate %v", order, want)
+		}
+		if got := lockers[0].acquires.Load() + lockers[1].acquires.Load() - before; got != 2*each {
+			t.Errorf("%d Acquire attempts for %d handoffs, want one each", got, 2*each)
+		}
+	})
+}

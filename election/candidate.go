@@ -96,9 +96,10 @@ func (c *Candidate) Office() string { return c.office }
 // to stop: the loop a service that stands by runs.
 //
 //   - While another candidate leads, it waits: woken by the store when the
-//     Locker is a lease.Waiter whose store can watch, else polling, and in
-//     any case at the leader's expiry (lease.Run's WithWait; WithFairQueue
-//     for arrival order).
+//     Locker is a lease.Waiter whose store can watch (where it is a
+//     lease.TurnWaiter, a release wakes one standing-by process, not all),
+//     else polling, and in any case at the leader's expiry (lease.Run's
+//     WithWait; WithFairQueue for arrival order).
 //   - Elected, it calls OnStartedLeading's function, then fn with the term
 //     and a context that ends with the term, and renews the lease while fn
 //     runs (lease.Run).
