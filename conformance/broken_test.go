@@ -44,6 +44,8 @@ var brokenModes = map[string]string{
 	"renew-extends-owner":          "tenures acquired together expire on their own when only some are renewed",
 	"watch-never-wakes":            "a watch wakes when the name is released or force-released",
 	"watch-local-only":             "a watch wakes when another locker releases or force-releases the name",
+	"turn-wakes-all":               "a release wakes only the waiting locker whose mark is oldest",
+	"turn-mark-never-lapses":       "a lapsed mark no longer gets the turn",
 }
 
 func toyHarness(mode string) conformance.Harness {
@@ -124,6 +126,7 @@ type toyStore struct {
 	mu      sync.Mutex
 	leases  map[string]*toyTenure
 	tokens  map[string]uint64
+	turns   toyTurns
 }
 
 type toyTenure struct {
@@ -331,6 +334,7 @@ func (l *toy) Release(ctx context.Context, held lease.Lease) error {
 		return lease.ErrLost
 	}
 	delete(l.leases, l.key(held.Name))
+	l.wakeTurn(held.Name)
 	if c, ok := l.watchesOf().Load(held.Name); ok && !l.is("watch-never-wakes") {
 		select {
 		case c.(chan struct{}) <- struct{}{}:
