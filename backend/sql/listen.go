@@ -234,7 +234,7 @@ func (s *store) Watch(ctx context.Context, name string) (lease.Watch, error) {
 		return nil, fmt.Errorf("the Locker has no Listener (WithListener, PostgreSQL only): %w", errors.ErrUnsupported)
 	}
 	if err := s.setup(ctx); err != nil {
-		return nil, s.fail(err)
+		return nil, err // setup described it
 	}
 	return s.watch(ctx, name, "")
 }
@@ -430,6 +430,15 @@ func (h *hub) sync(conn ListenConn) (retry bool, next time.Time, err error) {
 		next = j.e.since.Add(h.linger)
 		break
 	}
+	for _, j := range give {
+		// Unmarked from now: a watch of the name that comes while the
+		// lock is given back waits for it to be taken again, and has
+		// missed nothing then.
+		j.e.marked, j.e.ever = false, false
+		if !j.e.isOpen {
+			j.e.ready, j.e.isOpen = make(chan struct{}), true
+		}
+	}
 	h.mu.Unlock()
 	if len(give) > 0 {
 		keys := make([]string, len(give))
@@ -447,7 +456,6 @@ func (h *hub) sync(conn ListenConn) (retry bool, next time.Time, err error) {
 		}
 		h.mu.Lock()
 		for _, j := range give {
-			j.e.marked = false
 			if len(j.e.watches) == 0 {
 				delete(h.names, j.key)
 				h.idle--

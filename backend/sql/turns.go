@@ -55,7 +55,7 @@ func (s *store) WatchTurn(ctx context.Context, name, waiter string) (lease.Watch
 		return nil, fmt.Errorf("the Locker has no Listener (WithListener, PostgreSQL only): %w", errors.ErrUnsupported)
 	}
 	if err := s.setup(ctx); err != nil {
-		return nil, s.fail(err)
+		return nil, err // setup described it
 	}
 	if !s.turns() {
 		return nil, s.fail(fmt.Errorf("%s: %w", s.noMarks, errors.ErrUnsupported))
