@@ -171,7 +171,9 @@ type watched struct {
 	mark    int32
 	watches map[*pgWatch]struct{}
 	// marked says the listening connection holds the mark; ever, that
-	// it held it on some connection.
+	// it held it on an earlier connection while the name was watched
+	// (not since a lingering mark was given back), so that a release
+	// may have gone unheard since.
 	marked, ever bool
 	// ready is closed once marked on the current connection; a Watch
 	// waits for it.
