@@ -21,7 +21,7 @@ func TestAutoCreateAsksTheCatalog(t *testing.T) {
 	allStores(t, func(t *testing.T, s *testStore) {
 		ctx := context.Background()
 		table := randomTable()
-		t.Cleanup(func() { s.db.Exec("DROP TABLE IF EXISTS " + table) })
+		t.Cleanup(func() { dropTable(s.db, s.dialect, table) })
 
 		off, err := New(s.db, WithTable(table), WithoutAutoCreate())
 		if err != nil {
@@ -86,7 +86,7 @@ func TestSchemaIsWhatAutoCreateRuns(t *testing.T) {
 		if _, err := s.db.Exec(ddl); err != nil {
 			t.Fatalf("running Schema's DDL: %v", err)
 		}
-		t.Cleanup(func() { s.db.Exec("DROP TABLE IF EXISTS " + table) })
+		t.Cleanup(func() { dropTable(s.db, s.dialect, table) })
 		l, err := New(s.db, WithTable(table), WithoutAutoCreate())
 		if err != nil {
 			t.Fatal(err)
@@ -113,7 +113,7 @@ func TestCallersTransactionIsLeftIntact(t *testing.T) {
 			t.Fatal(err)
 		}
 		table := randomTable()
-		t.Cleanup(func() { s.db.Exec("DROP TABLE IF EXISTS " + table) })
+		t.Cleanup(func() { dropTable(s.db, s.dialect, table) })
 		l, err := New(s.db, WithTable(table))
 		if err != nil {
 			t.Fatal(err)

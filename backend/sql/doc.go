@@ -72,7 +72,41 @@
 // force-release statements of every Locker try, sending NOTIFY only when
 // the try fails (NOTIFY serializes commits, so releases nobody waits for
 // skip it). listen.go has the details. Other Lockers report
-// errors.ErrUnsupported from Watch, and lease.Run polls them.
+// errors.ErrUnsupported from Watch and WatchTurn, and lease.Run polls
+// them.
+//
+// It is also a lease.TurnWaiter, so that a release wakes one waiting
+// Locker instead of every one (turns.go). The Lockers waiting for a name
+// keep marks in a second table, the lease table's name with _marks (see
+// Schema), each placed, renewed or removed by the waiter's AcquireOrWait
+// in the same statement as its takeover, in the order of the database's
+// clock. When somebody watches the name, the NOTIFY of a release or
+// force-release names the waiter whose unlapsed mark came first, and only
+// that Locker's turn watches wake, with every plain Watch; when there is
+// no mark, every watch wakes. Round trips on the pool:
+//
+//	Acquire, AcquireOrWait       1 (the mark is in the statement)
+//	Release, ForceRelease        1 (NOTIFY only when somebody watches)
+//	StopWaiting                  1, only when a Locker stops waiting with a mark left
+//	Watch, WatchTurn             none on the pool; on the listening connection one
+//	                             advisory lock when the name is not marked there yet
+//	Stop of a Watch              none
+//
+// A watch's Stop sends nothing: the last watch of a name leaves its
+// advisory lock in place for about 30 seconds, where a new watch of the
+// name finds it, and the listening goroutine gives lingering locks back in
+// batches (at most 1024 linger; the oldest go first). Until then a release
+// of the name sends a NOTIFY that wakes nobody.
+//
+// The marks table is created with the lease table, and beside an existing
+// lease table when auto-create is on; Cleanup deletes lapsed marks. A
+// Locker that finds no marks table (auto-create off, or a role that may
+// not create it) works as before: its WatchTurn reports
+// errors.ErrUnsupported, lease.Run watches with Watch, and its releases
+// wake every watch. While Lockers of an earlier version of this package
+// share the table, their releases wake every waiter (their NOTIFY names
+// nobody), and their own watches miss the releases that name a waiter,
+// trying again at lease.Run's fallback instead.
 //
 // # Table
 //
@@ -262,5 +296,7 @@
 //
 // Each name ever acquired keeps a row. Programs with many short-lived
 // names call Cleanup now and then to delete rows whose last tenure ended
-// long ago.
+// long ago. On PostgreSQL, Cleanup also deletes every lapsed mark (the
+// marks of waiters that died without taking theirs away; a waiter's next
+// AcquireOrWait of a name deletes the lapsed marks of that name too).
 package sqllease

@@ -3,6 +3,7 @@ package sqllease
 import (
 	"context"
 	"testing"
+	"time"
 )
 
 // Test hooks: they reach into a Locker without a field or method in the
@@ -76,3 +77,8 @@ func rowAlias(l *Locker) bool { return l.s.rowAlias }
 // setHost makes l record host in the rows its Acquire writes. Call it
 // before l is shared.
 func setHost(l *Locker, host string) { l.s.host = host }
+
+// setLinger makes l's stopped watches leave their marks on the listening
+// connection for d (0: give them back at once), and at most n of them.
+// Call it before l's first Watch.
+func setLinger(l *Locker, d time.Duration, n int) { l.s.hub.linger, l.s.hub.maxLinger = d, n }

@@ -131,12 +131,24 @@ func serverStore(t testing.TB, d Dialect, c sqldriver.Connector) *testStore {
 	s := &testStore{name: d.String(), dialect: d, table: randomTable(), connector: c, db: sql.OpenDB(c)}
 	s.db.SetMaxIdleConns(16)
 	t.Cleanup(func() {
-		if _, err := s.db.Exec("DROP TABLE IF EXISTS " + s.table); err != nil {
+		if err := dropTable(s.db, d, s.table); err != nil {
 			t.Errorf("dropping test table %s: %v", s.table, err)
 		}
 		s.db.Close()
 	})
 	return s
+}
+
+// dropTable drops table and, on PostgreSQL, its marks table.
+func dropTable(db *sql.DB, d Dialect, table string) error {
+	if _, err := db.Exec("DROP TABLE IF EXISTS " + table); err != nil {
+		return err
+	}
+	if d == PostgreSQL {
+		_, err := db.Exec("DROP TABLE IF EXISTS " + marksTable(table))
+		return err
+	}
+	return nil
 }
 
 // allStores runs fn once per available dialect as a subtest.

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -36,6 +38,20 @@ import (
 // its mark is back on a new connection, since a release in between went
 // unheard; expiry notifies nobody (lease.Run wakes at the holder's
 // remaining time for it).
+//
+// The payload of a notification is the key in hex, followed, when the
+// release found a waiting Locker's mark (turns.go), by a space and that
+// Locker's waiter ID. Plain watches wake at every notification of their
+// name; turn watches (WatchTurn) only when it names their Locker or
+// nobody.
+//
+// Stopping a watch sends nothing. When the last watch of a name stops,
+// its mark lingers on the listening connection, where a new watch of the
+// name finds it in place and returns at once; the loop gives lingering
+// marks back later, listenLinger after their last watch stopped, the
+// oldest first beyond maxLingering of them, in one statement per batch. A
+// lingering mark wakes nobody; all it costs is a needless NOTIFY at each
+// release of the name, from any Locker, until it goes.
 
 // A Listener opens the connections on which a PostgreSQL Locker listens
 // for releases (see WithListener). backend/sql/postgres's Listener is one
@@ -117,6 +133,13 @@ const (
 	// markRetry is how soon a mark that could not be taken (a release of
 	// the name holding the lock for its commit) is tried again.
 	markRetry = 20 * time.Millisecond
+	// listenLinger is how long a name's mark stays on the listening
+	// connection after its last watch stopped, for the next watch of
+	// the name to find.
+	listenLinger = 30 * time.Second
+	// maxLingering bounds the marks that linger so: beyond it the
+	// oldest are given back first.
+	maxLingering = 1024
 )
 
 // hub is a Locker's listening side: one connection, the names watched on
@@ -127,8 +150,14 @@ type hub struct {
 	channel  string
 	class    int32
 
+	// linger and maxLinger are listenLinger and maxLingering, except
+	// in tests; set before the first Watch.
+	linger    time.Duration
+	maxLinger int
+
 	mu      sync.Mutex
 	names   map[string]*watched // by the hex of the name's key
+	idle    int                 // names in names without a watch
 	closed  bool
 	pending bool               // the loop has marks to take or give back
 	stop    context.CancelFunc // ends the loop's current wait; nil if none
@@ -142,18 +171,25 @@ type watched struct {
 	mark    int32
 	watches map[*pgWatch]struct{}
 	// marked says the listening connection holds the mark; ever, that
-	// it held it on some connection.
+	// it held it on an earlier connection while the name was watched
+	// (not since a lingering mark was given back), so that a release
+	// may have gone unheard since.
 	marked, ever bool
 	// ready is closed once marked on the current connection; a Watch
 	// waits for it.
 	ready  chan struct{}
 	isOpen bool // ready is not closed yet
+	// since is when the last watch stopped, while there is none.
+	since time.Time
 }
 
 // pgWatch is one Watch of a PostgreSQL Locker.
 type pgWatch struct {
 	h   *hub
 	key string
+	// waiter is the Locker's waiter ID for a turn watch (WatchTurn),
+	// empty for a plain one.
+	waiter string
 	driver.Signal
 	stopAfter func() bool
 	once      sync.Once
@@ -165,14 +201,23 @@ func (w *pgWatch) Stop() {
 		if w.stopAfter != nil {
 			w.stopAfter()
 		}
-		w.h.mu.Lock()
-		if e := w.h.names[w.key]; e != nil {
+		h := w.h
+		h.mu.Lock()
+		if e := h.names[w.key]; e != nil {
 			delete(e.watches, w)
 			if len(e.watches) == 0 {
-				w.h.pokeLocked()
+				// The mark lingers (see above): nothing to send now,
+				// unless it has to go at once. The loop looks at
+				// lingering marks at least every listenIdle; one that
+				// lingers for less needs the loop to know.
+				e.since = time.Now()
+				h.idle++
+				if h.linger < listenIdle || h.idle > h.maxLinger {
+					h.pokeLocked()
+				}
 			}
 		}
-		w.h.mu.Unlock()
+		h.mu.Unlock()
 	})
 }
 
@@ -191,10 +236,16 @@ func (s *store) Watch(ctx context.Context, name string) (lease.Watch, error) {
 		return nil, fmt.Errorf("the Locker has no Listener (WithListener, PostgreSQL only): %w", errors.ErrUnsupported)
 	}
 	if err := s.setup(ctx); err != nil {
-		return nil, s.fail(err)
+		return nil, err // setup described it
 	}
+	return s.watch(ctx, name, "")
+}
+
+// watch is Watch, and with a waiter WatchTurn, on a store set up with a
+// Listener.
+func (s *store) watch(ctx context.Context, name, waiter string) (lease.Watch, error) {
 	k := key(name)
-	w := &pgWatch{h: &s.hub, key: hex.EncodeToString(k), Signal: driver.NewSignal()}
+	w := &pgWatch{h: &s.hub, key: hex.EncodeToString(k), waiter: waiter, Signal: driver.NewSignal()}
 	h := &s.hub
 	h.mu.Lock()
 	if h.closed {
@@ -213,6 +264,8 @@ func (s *store) Watch(ctx context.Context, name string) (lease.Watch, error) {
 	if e == nil {
 		e = &watched{mark: markKey(k), watches: map[*pgWatch]struct{}{}, ready: make(chan struct{}), isOpen: true}
 		h.names[w.key] = e
+	} else if len(e.watches) == 0 {
+		h.idle-- // watched again: its mark, if it lingers, serves
 	}
 	e.watches[w] = struct{}{}
 	if !e.marked {
@@ -280,7 +333,7 @@ func (h *hub) loop() {
 		h.mu.Lock()
 		h.pending = false
 		h.mu.Unlock()
-		retry, err := h.sync(conn)
+		retry, next, err := h.sync(conn)
 		if err != nil {
 			conn = h.dropped(conn)
 			continue
@@ -290,9 +343,14 @@ func (h *hub) loop() {
 			h.mu.Unlock()
 			continue
 		}
-		wait := listenIdle
+		// A wait cut short (a mark to try again, a lingering mark to
+		// give back) ends without a ping.
+		wait, short := listenIdle, false
 		if retry {
-			wait = markRetry
+			wait, short = markRetry, true
+		}
+		if d := time.Until(next); !next.IsZero() && d < wait {
+			wait, short = max(d, time.Millisecond), true
 		}
 		wctx, cancel := context.WithTimeout(h.life, wait)
 		h.stop = cancel
@@ -312,7 +370,7 @@ func (h *hub) loop() {
 			}
 		case ended == nil:
 			conn = h.dropped(conn) // the connection failed
-		case errors.Is(ended, context.DeadlineExceeded) && !retry:
+		case errors.Is(ended, context.DeadlineExceeded) && !short:
 			// Silent for listenIdle: is the connection still there?
 			pctx, pcancel := context.WithTimeout(h.life, listenStatement)
 			_, err := conn.QueryBool(pctx, "SELECT true")
@@ -339,39 +397,73 @@ func (h *hub) connect() (ListenConn, error) {
 	return c, nil
 }
 
-// sync takes the marks of names watched and gives back those of names no
-// longer watched. retry says some mark could not be taken.
-func (h *hub) sync(conn ListenConn) (retry bool, err error) {
+// sync takes the marks of names watched and gives back the lingering
+// marks of names no longer watched that are due (listenLinger after their
+// last watch stopped, or the oldest beyond maxLinger), all in one
+// statement. retry says some mark could not be taken; next is when the
+// next lingering mark falls due (zero if none lingers).
+func (h *hub) sync(conn ListenConn) (retry bool, next time.Time, err error) {
 	type job struct {
 		key string
 		e   *watched
 	}
-	var take, give []job
+	var take, idle []job
 	h.mu.Lock()
 	for k, e := range h.names {
 		switch {
 		case len(e.watches) == 0 && e.marked:
-			give = append(give, job{k, e})
+			idle = append(idle, job{k, e})
 		case len(e.watches) == 0:
 			delete(h.names, k)
+			h.idle--
 		case !e.marked:
 			take = append(take, job{k, e})
 		}
 	}
-	h.mu.Unlock()
+	// Oldest first: those past their linger, and beyond the bound.
+	slices.SortFunc(idle, func(a, b job) int { return a.e.since.Compare(b.e.since) })
+	due := time.Now().Add(-h.linger)
+	var give []job
+	for i, j := range idle {
+		if len(idle)-i > h.maxLinger || !j.e.since.After(due) {
+			give = append(give, j)
+			continue
+		}
+		next = j.e.since.Add(h.linger)
+		break
+	}
 	for _, j := range give {
+		// Unmarked from now: a watch of the name that comes while the
+		// lock is given back waits for it to be taken again, and has
+		// missed nothing then.
+		j.e.marked, j.e.ever = false, false
+		if !j.e.isOpen {
+			j.e.ready, j.e.isOpen = make(chan struct{}), true
+		}
+	}
+	h.mu.Unlock()
+	if len(give) > 0 {
+		keys := make([]string, len(give))
+		for i, j := range give {
+			keys[i] = strconv.Itoa(int(j.e.mark))
+		}
 		ctx, cancel := context.WithTimeout(h.life, listenStatement)
-		_, err := conn.QueryBool(ctx, fmt.Sprintf("SELECT pg_advisory_unlock_shared(%d, %d)", h.class, j.e.mark))
+		// Each name gave its own shared lock: two names whose marks
+		// collide hold it twice and give it back twice.
+		_, err := conn.QueryBool(ctx, fmt.Sprintf("SELECT coalesce(bool_and(pg_advisory_unlock_shared(%d, k)), true) FROM unnest(ARRAY[%s]::int[]) AS k",
+			h.class, strings.Join(keys, ",")))
 		cancel()
 		if err != nil {
-			return false, err
+			return false, time.Time{}, err
 		}
 		h.mu.Lock()
-		j.e.marked = false
-		if len(j.e.watches) == 0 {
-			delete(h.names, j.key)
-		} else {
-			h.pending = true // watched again meanwhile: mark it again
+		for _, j := range give {
+			if len(j.e.watches) == 0 {
+				delete(h.names, j.key)
+				h.idle--
+			} else {
+				h.pending = true // watched again meanwhile: mark it again
+			}
 		}
 		h.mu.Unlock()
 	}
@@ -380,7 +472,7 @@ func (h *hub) sync(conn ListenConn) (retry bool, err error) {
 		ok, err := conn.QueryBool(ctx, fmt.Sprintf("SELECT pg_try_advisory_lock_shared(%d, %d)", h.class, j.e.mark))
 		cancel()
 		if err != nil {
-			return false, err
+			return false, time.Time{}, err
 		}
 		h.mu.Lock()
 		if ok {
@@ -392,21 +484,21 @@ func (h *hub) sync(conn ListenConn) (retry bool, err error) {
 			if j.e.ever {
 				// Marked again after a drop: a release in between went
 				// unheard.
-				j.e.wakeLocked()
+				j.e.wakeLocked("")
 			}
 			j.e.ever = true
 			if len(j.e.watches) == 0 {
-				h.pending = true // to give it back
+				h.pending = true // stopped meanwhile: it lingers from now
 			}
 		} else {
 			// The lock is held exclusively: most likely a release of the
 			// name is committing. Wake its watches and try again soon.
-			j.e.wakeLocked()
+			j.e.wakeLocked("")
 			retry = true
 		}
 		h.mu.Unlock()
 	}
-	return retry, nil
+	return retry, next, nil
 }
 
 // dropped closes a failed connection and returns nil: every mark went with
@@ -419,29 +511,37 @@ func (h *hub) dropped(conn ListenConn) ListenConn {
 	for k, e := range h.names {
 		if len(e.watches) == 0 {
 			delete(h.names, k)
+			h.idle--
 			continue
 		}
 		e.marked = false
 		if !e.isOpen {
 			e.ready, e.isOpen = make(chan struct{}), true
 		}
-		e.wakeLocked()
+		e.wakeLocked("")
 	}
 	return nil
 }
 
-// wake wakes the watches of the name whose key's hex is payload.
+// wake wakes the watches that a notification concerns: its payload is the
+// hex of a name's key, optionally followed by a space and the waiter ID
+// the release chose (postgresNotifyTurn).
 func (h *hub) wake(payload string) {
+	k, waiter, _ := strings.Cut(payload, " ")
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if e := h.names[payload]; e != nil {
-		e.wakeLocked()
+	if e := h.names[k]; e != nil {
+		e.wakeLocked(waiter)
 	}
 }
 
-func (e *watched) wakeLocked() {
+// wakeLocked wakes the name's plain watches and, when waiter is empty,
+// all its turn watches, else those of waiter.
+func (e *watched) wakeLocked(waiter string) {
 	for w := range e.watches {
-		w.Wake()
+		if waiter == "" || w.waiter == "" || w.waiter == waiter {
+			w.Wake()
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,6 +20,9 @@ import (
 type testListener struct {
 	l   *pglisten.Listener
 	app string
+	// sent counts the statements sent on its connections (LISTEN, the
+	// marks' locks and unlocks, pings).
+	sent atomic.Int64
 }
 
 func newTestListener(t testing.TB, raw string) *testListener {
@@ -39,7 +43,24 @@ func (l *testListener) Connect(ctx context.Context) (ListenConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return c, nil
+	return countingListenConn{c, &l.sent}, nil
+}
+
+// countingListenConn counts the statements sent on a listening
+// connection.
+type countingListenConn struct {
+	ListenConn
+	sent *atomic.Int64
+}
+
+func (c countingListenConn) Exec(ctx context.Context, sql string) error {
+	c.sent.Add(1)
+	return c.ListenConn.Exec(ctx, sql)
+}
+
+func (c countingListenConn) QueryBool(ctx context.Context, sql string) (bool, error) {
+	c.sent.Add(1)
+	return c.ListenConn.QueryBool(ctx, sql)
 }
 
 // listening counts the listener's connections on the server.
@@ -87,6 +108,7 @@ func drain(w lease.Watch) {
 func TestReleaseNotifiesOnlyWatchedNames(t *testing.T) {
 	s := postgresStore(t)
 	l := s.newLocker(t)
+	setLinger(l, 0, maxLingering) // marks go as their watches stop
 	ctx := t.Context()
 	// An eavesdropper on the channel, as a second process would be.
 	if _, err := l.Inspect(ctx, "x"); !errors.Is(err, lease.ErrNotHeld) { // sets the Locker up
@@ -147,7 +169,8 @@ func TestReleaseNotifiesOnlyWatchedNames(t *testing.T) {
 	}
 	waitWake(t, w, 5*time.Second, "the force-release")
 
-	// Once the watch stops, its mark goes and releases are silent again.
+	// Once the watch stops (and its mark has lingered), its mark goes
+	// and releases are silent again.
 	w.Stop()
 	deadline := time.Now().Add(5 * time.Second)
 	for s.marks(t) != 0 {
@@ -243,10 +266,12 @@ func TestWatchSurvivesADroppedConnection(t *testing.T) {
 }
 
 // TestStoppedWatchesLeaveNothing: watches stopped or whose context ended
-// give their marks back, and Close closes the listening connection.
+// give their marks back once they have lingered, and Close closes the
+// listening connection.
 func TestStoppedWatchesLeaveNothing(t *testing.T) {
 	s := postgresStore(t)
 	l := s.newLocker(t)
+	setLinger(l, 200*time.Millisecond, maxLingering)
 	cctx, cancel := context.WithCancel(t.Context())
 	var ws []lease.Watch
 	for i := range 20 {

@@ -13,9 +13,12 @@ import (
 )
 
 // Locker is a lease store in one SQL table. It implements lease.Locker,
-// lease.BatchRenewer, lease.Lister, lease.ForceReleaser and lease.Waiter
+// lease.BatchRenewer, lease.Lister, lease.ForceReleaser, lease.Waiter
 // (whose Watch reports errors.ErrUnsupported unless the Locker has a
-// Listener: see WithListener), and is safe for concurrent use.
+// Listener: see WithListener) and lease.TurnWaiter (whose WatchTurn
+// reports errors.ErrUnsupported unless the Locker has a Listener and its
+// table a marks table: see "Waiting" in the package documentation), and
+// is safe for concurrent use.
 type Locker struct {
 	*base
 	s *store
@@ -33,6 +36,7 @@ var (
 	_ driver.ForceReleaser = (*store)(nil)
 	_ driver.Watcher       = (*store)(nil)
 	_ lease.Waiter         = (*Locker)(nil)
+	_ lease.TurnWaiter     = (*Locker)(nil)
 )
 
 // New returns a Locker that keeps its leases in a table of db, a pool the
@@ -118,6 +122,7 @@ func newLocker(db *sql.DB, o options) (*Locker, error) {
 		batchChunk: maxBatchChunk,
 		listener:   o.listener,
 	}
+	s.hub.linger, s.hub.maxLinger = listenLinger, maxLingering
 	s.acquireSlots = acquireSlots(db.Stats().MaxOpenConnections)
 	return &Locker{base: driver.NewLocker("sql", s), s: s}, nil
 }

@@ -15,7 +15,7 @@ func TestSchemaQualifiedTable(t *testing.T) {
 	allStores(t, func(t *testing.T, s *testStore) {
 		schema := map[Dialect]string{SQLite: "main", PostgreSQL: "public", MySQL: "test"}[s.dialect]
 		table := schema + "." + randomTable()
-		t.Cleanup(func() { s.db.Exec("DROP TABLE IF EXISTS " + table) })
+		t.Cleanup(func() { dropTable(s.db, s.dialect, table) })
 		l, err := New(s.db, WithTable(table))
 		if err != nil {
 			t.Fatal(err)

@@ -114,7 +114,7 @@ var upsertColumns = []string{"lease_key", "name", "owner", "token", "acquired_at
 // taking the alias out, new.col back to VALUES(col) and {T}.col back to
 // col gives the MariaDB form exactly, so the two say the same thing.
 func TestMySQLRowAliasStatement(t *testing.T) {
-	built := buildQueries(MySQL, "`test`.leases")
+	built := buildQueries(MySQL, "`test`.leases", "")
 	for _, c := range []struct {
 		what, plain, alias, table string
 	}{

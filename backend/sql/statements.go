@@ -43,6 +43,14 @@ type queries struct {
 	// Acquires are not batched.
 	acquireBatch, acquireBatchRow string
 
+	// PostgreSQL with a marks table only (turns.go): the takeover
+	// statement that also places, renews or removes the caller's mark,
+	// and the removal of a mark.
+	//
+	//	acquireOrWait  acquire's five, waiter, mark life ms, keep -> as acquire
+	//	stopWaiting    key, waiter -> rows affected
+	acquireOrWait, stopWaiting string
+
 	// MySQL only.
 	acquireUpsert      string // acquire without RETURNING, for MySQL 8
 	acquireUpsertAlias string // acquireUpsert with a row alias, not VALUES(), for MySQL 8.0.19+
@@ -66,7 +74,11 @@ var nowExpr = map[Dialect]string{
 	MySQL: `(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000)`,
 }
 
-func buildQueries(d Dialect, table string) *queries {
+// buildQueries returns d's statements for table, and on PostgreSQL, when
+// marks names its marks table, the statements that use it: releases that
+// wake the waiter whose mark is first (postgresNotifyTurn), AcquireOrWait
+// and StopWaiting, and a Cleanup that deletes lapsed marks too.
+func buildQueries(d Dialect, table, marks string) *queries {
 	var q queries
 	switch d {
 	case SQLite:
@@ -76,13 +88,18 @@ func buildQueries(d Dialect, table string) *queries {
 	case MySQL:
 		q = mysqlQueries
 	}
+	notify := postgresNotify
+	if d == PostgreSQL && marks != "" {
+		notify = postgresNotifyTurn
+		q.acquireOrWait, q.stopWaiting, q.cleanup = postgresAcquireOrWait, postgresStopWaiting, postgresCleanupMarks
+	}
 	channel, class := channelFor(table)
-	r := strings.NewReplacer("{T}", table, "{NOW}", nowExpr[d], "{NOTIFY}", postgresNotify)
-	// {NOTIFY} brings these in.
-	r2 := strings.NewReplacer("{CHANNEL}", quoteLiteral(channel), "{CLASS}", strconv.Itoa(int(class)))
+	r := strings.NewReplacer("{T}", table, "{NOW}", nowExpr[d], "{NOTIFY}", notify, "{TAKEOVER}", postgresTakeover)
+	// {NOTIFY} and {TAKEOVER} bring these in.
+	r2 := strings.NewReplacer("{CHANNEL}", quoteLiteral(channel), "{CLASS}", strconv.Itoa(int(class)), "{M}", marks, "{NOW}", nowExpr[d])
 	for _, s := range []*string{&q.acquire, &q.renew, &q.release, &q.inspect, &q.list, &q.listAll,
 		&q.forceRelease, &q.cleanup, &q.acquireUpsert, &q.acquireUpsertAlias, &q.acquireRead, &q.forceSelect, &q.forceUpdate,
-		&q.renewBatch, &q.renewBatchRead, &q.acquireBatch, &q.acquireBatchRow} {
+		&q.renewBatch, &q.renewBatchRead, &q.acquireBatch, &q.acquireBatchRow, &q.acquireOrWait, &q.stopWaiting} {
 		*s = r2.Replace(r.Replace(*s))
 	}
 	return &q

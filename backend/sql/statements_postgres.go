@@ -123,3 +123,69 @@ SELECT r.owner, r.token, r.expires_at, r.acquired_at, {NOTIFY} FROM r`,
 // value (0 or 1) means nothing.
 const postgresNotify = `CASE WHEN pg_try_advisory_xact_lock({CLASS}, ('x' || encode(substring(r.lease_key FROM 1 FOR 4), 'hex'))::bit(32)::int) THEN 0
 ELSE (SELECT 1 FROM pg_notify({CHANNEL}, encode(r.lease_key, 'hex'))) END`
+
+// postgresAcquireOrWait is the takeover statement of AcquireOrWait
+// (turns.go): acquire's, with the caller's mark in the marks table {M}
+// changed in the same statement, by data-modifying CTEs that act on what
+// the takeover found. Besides acquire's five arguments it takes the
+// waiter ($6), the mark's life in milliseconds ($7) and keep ($8).
+//
+//   - busy, the name held by another owner in the statement's snapshot
+//     (acquire then writes nothing and returns the holder): mk places the
+//     waiter's mark, or, when it has one that has not lapsed, keeps its
+//     place; either way it lapses at now + life. gc deletes the name's
+//     marks that lapsed, the waiter's excepted (mk rewrites it).
+//   - acquired or re-entered (up returned the row): rm deletes the
+//     waiter's mark, or, with keep, mk places it anew, at the back.
+//   - neither (up is empty although cur was free: a commit after the
+//     snapshot, as for acquire): nothing is written and no row comes
+//     back, and the statement is sent again.
+//
+// n reads the clock once, in milliseconds (as {NOW} would) and in
+// microseconds, which order the marks. The three writes to {M} never meet
+// on a row: mk and rm have exclusive conditions, and gc spares the
+// waiter's row.
+const postgresAcquireOrWait = `WITH n AS MATERIALIZED (SELECT floor(extract(epoch FROM c.at)*1000)::bigint AS ms, floor(extract(epoch FROM c.at)*1000000)::bigint AS us
+	FROM (SELECT clock_timestamp() AS at) AS c),
+cur AS MATERIALIZED (SELECT t.owner, t.token, t.expires_at, t.acquired_at FROM {T} AS t WHERE t.lease_key = $1::bytea),
+busy AS MATERIALIZED (SELECT 1 FROM cur, n WHERE cur.expires_at > n.ms AND cur.owner <> $3::text),
+up AS (
+INSERT INTO {T} AS t (lease_key, name, owner, token, acquired_at, expires_at, host)
+SELECT $1::bytea, $2::bytea, $3::text, n.ms*1000, n.ms, n.ms + $4::bigint, $5::text FROM n
+WHERE NOT EXISTS (SELECT 1 FROM busy)
+{TAKEOVER}t.owner, t.token, t.expires_at, t.acquired_at),
+mk AS (
+INSERT INTO {M} AS m (lease_key, waiter, placed_us, lapses_at)
+SELECT $1::bytea, $6::text, n.us, n.ms + $7::bigint FROM n
+WHERE EXISTS (SELECT 1 FROM busy) OR ($8::boolean AND EXISTS (SELECT 1 FROM up))
+ON CONFLICT (lease_key, waiter) DO UPDATE SET
+	placed_us = CASE WHEN m.lapses_at <= (SELECT ms FROM n) OR NOT EXISTS (SELECT 1 FROM busy) THEN EXCLUDED.placed_us ELSE m.placed_us END,
+	lapses_at = EXCLUDED.lapses_at),
+rm AS (
+DELETE FROM {M} AS m WHERE m.lease_key = $1::bytea AND m.waiter = $6::text AND NOT $8::boolean AND EXISTS (SELECT 1 FROM up)),
+gc AS (
+DELETE FROM {M} AS m USING n WHERE m.lease_key = $1::bytea AND m.waiter <> $6::text AND m.lapses_at <= n.ms AND EXISTS (SELECT 1 FROM busy))
+SELECT up.owner, up.token, up.expires_at, (SELECT ms FROM n), up.acquired_at FROM up
+UNION ALL
+SELECT cur.owner, cur.token, cur.expires_at, n.ms, cur.acquired_at FROM cur, n
+WHERE EXISTS (SELECT 1 FROM busy) AND NOT EXISTS (SELECT 1 FROM up)`
+
+// postgresStopWaiting deletes a waiter's mark on a name.
+const postgresStopWaiting = `DELETE FROM {M} WHERE lease_key = $1::bytea AND waiter = $2::text`
+
+// postgresCleanupMarks is cleanup with a marks table: it also deletes
+// every lapsed mark, in the same statement (the count is the lease
+// rows').
+const postgresCleanupMarks = `WITH g AS (DELETE FROM {M} WHERE lapses_at <= {NOW})
+DELETE FROM {T} WHERE abs(expires_at) <= {NOW} - $1::bigint`
+
+// postgresNotifyTurn is {NOTIFY} with a marks table: postgresNotify, whose
+// payload, when somebody watches the name, also names the waiter whose
+// unlapsed mark on it was placed first, after a space ("<key hex>
+// <waiter>"), or is the key alone when there is none. The listening side
+// wakes the name's plain watches at every payload, and its turn watches
+// only at a payload naming their Locker or none (listen.go). Marks are read
+// only when the advisory-lock try fails, and with the n of the statement.
+const postgresNotifyTurn = `CASE WHEN pg_try_advisory_xact_lock({CLASS}, ('x' || encode(substring(r.lease_key FROM 1 FOR 4), 'hex'))::bit(32)::int) THEN 0
+ELSE (SELECT 1 FROM pg_notify({CHANNEL}, encode(r.lease_key, 'hex') || coalesce(' ' || (SELECT m.waiter FROM {M} AS m
+	WHERE m.lease_key = r.lease_key AND m.lapses_at > (SELECT ms FROM n) ORDER BY m.placed_us, m.waiter LIMIT 1), ''))) END`

@@ -68,6 +68,12 @@ type store struct {
 	listener  Listener
 	hub       hub
 	qualified string
+
+	// marks is the marks table (schema.go) as the catalog found it, in
+	// the lease table's schema, on PostgreSQL; empty when there is none
+	// (another dialect, or a marks table that is missing and could not be
+	// created), and noMarks then says why. Written by setup, before ready.
+	marks, noMarks string
 }
 
 // Close implements driver.Store: it closes the pool if OpenConnector made
@@ -149,9 +155,45 @@ func (s *store) prepare(ctx context.Context) error {
 	if t.temporary != "" {
 		return fmt.Errorf("%w: it is a temporary table (%s): each connection has its own, so Lockers on other connections would not see its leases and would grant the same names", lease.ErrInvalid, t.temporary)
 	}
-	s.q = buildQueries(s.dialect, t.qualified)
+	if s.dialect == PostgreSQL {
+		s.marks, s.noMarks = s.prepareMarks(ctx, t)
+	}
+	s.q = buildQueries(s.dialect, t.qualified, s.marks)
 	s.qualified = t.qualified
 	return nil
+}
+
+// prepareMarks finds the marks table of a PostgreSQL lease table, in its
+// schema, and creates it when it is missing and auto-create is on (also
+// beside a lease table created before marks existed). It returns the
+// table's qualified name, or "" and why there is none: a Locker without a
+// marks table works as before, its turn watches unsupported, so that a
+// database whose operator did not create it, or a role that may not, is
+// no reason to fail.
+func (s *store) prepareMarks(ctx context.Context, t catalogEntry) (marks, why string) {
+	if t.marksColumns < 0 && s.autoCreate {
+		ddl := strings.ReplaceAll(postgresMarksSchema, "{M}", t.marks)
+		err := retry(ctx, s.dialect, func() error {
+			_, err := s.db.ExecContext(ctx, ddl)
+			return err
+		})
+		if err == nil {
+			return t.marks, ""
+		}
+		// Another Locker may have created it at the same moment.
+		if t2, err2 := s.lookup(ctx); err2 == nil && t2.marksColumns >= 0 {
+			t = t2
+		} else {
+			return "", fmt.Sprintf("the marks table %s is missing and could not be created (%v)", t.marks, err)
+		}
+	}
+	switch {
+	case t.marksColumns < 0:
+		return "", fmt.Sprintf("the marks table %s is missing (auto-create is off: create it with sqllease.Schema)", t.marks)
+	case t.marksColumns < 4:
+		return "", fmt.Sprintf("the table %s is not a marks table (it lacks lease_key, waiter, placed_us or lapses_at)", t.marks)
+	}
+	return t.marks, ""
 }
 
 // catalogEntry is what the catalog says about the table.
@@ -166,6 +208,11 @@ type catalogEntry struct {
 	// temporary, when not empty, says how the catalog showed that the
 	// name resolves to a temporary table.
 	temporary string
+	// On PostgreSQL, when the table exists: marks is its marks table,
+	// named with the table's schema, and marksColumns how many of the
+	// marks columns that table has (4), or -1 when it does not exist.
+	marks        string
+	marksColumns int
 }
 
 // lookup asks the catalog about the table.
@@ -208,16 +255,23 @@ func (s *store) lookupOnce(ctx context.Context) (catalogEntry, error) {
 		// to_regclass resolves the name as the statements would (search
 		// path, pg_temp first, case folding) and gives NULL instead of
 		// failing.
-		var n int
-		var qualified, persistence string
+		// The same question finds the marks table in the table's
+		// schema (the left join) and counts its columns.
+		var n, marksColumns int
+		var qualified, persistence, marks string
 		err := s.db.QueryRowContext(ctx, `SELECT count(*),
 	coalesce(max(quote_ident(n.nspname) || '.' || quote_ident(c.relname)), ''),
-	coalesce(max(c.relpersistence::text), '')
+	coalesce(max(c.relpersistence::text), ''),
+	coalesce(max(quote_ident(n.nspname) || '.' || quote_ident($2::text)), ''),
+	coalesce(max(CASE WHEN m.oid IS NULL THEN -1 ELSE (SELECT count(*) FROM pg_catalog.pg_attribute a
+		WHERE a.attrelid = m.oid AND a.attnum > 0 AND NOT a.attisdropped
+		AND a.attname IN ('lease_key', 'waiter', 'placed_us', 'lapses_at')) END), -1)
 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-WHERE c.oid = to_regclass($1::text)`, s.table).Scan(&n, &qualified, &persistence)
+LEFT JOIN pg_catalog.pg_class m ON m.relnamespace = c.relnamespace AND m.relname = $2::text AND m.relkind IN ('r', 'p')
+WHERE c.oid = to_regclass($1::text)`, s.table, marksName(name)).Scan(&n, &qualified, &persistence, &marks, &marksColumns)
 		e.exists = n > 0
 		if e.exists {
-			e.qualified = qualified
+			e.qualified, e.marks, e.marksColumns = qualified, marks, marksColumns
 		}
 		if persistence == "t" {
 			e.temporary = "pg_class.relpersistence is 't'"

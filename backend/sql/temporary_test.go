@@ -30,11 +30,11 @@ func tempStores(t *testing.T, fn func(t *testing.T, s *testStore)) {
 // connection, with the lease table's columns.
 func createTemp(t *testing.T, s *testStore, exec func(string) error) {
 	t.Helper()
-	ddl, err := Schema(s.dialect, s.table)
+	stmts, err := schemaStatements(s.dialect, s.table)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ddl = strings.Replace(ddl, "CREATE TABLE", "CREATE TEMPORARY TABLE", 1)
+	ddl := strings.Replace(stmts[0], "CREATE TABLE", "CREATE TEMPORARY TABLE", 1)
 	ddl = strings.TrimSuffix(ddl, " WITHOUT ROWID")
 	if err := exec(ddl); err != nil {
 		t.Fatalf("creating the temporary table: %v", err)

@@ -32,7 +32,8 @@
 //
 // Query parameters of the Locker's: table ([schema.]name, default
 // "leases"; not in pg_temp), autocreate (false to leave creating the
-// table to you), max_conns and max_idle_conns (see Connections; pgxpool's
+// table, and its marks table for waiters, to you: "lease schema" prints
+// both), max_conns and max_idle_conns (see Connections; pgxpool's
 // pool_max_conns is taken for max_conns, and its other pool_* settings are
 // refused).
 //

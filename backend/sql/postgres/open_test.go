@@ -152,7 +152,7 @@ func TestLeaseOpen(t *testing.T) {
 	}
 	db, err := sql.Open("pgx", raw)
 	if err == nil {
-		_, err = db.Exec("DROP TABLE IF EXISTS lease_open_test")
+		_, err = db.Exec("DROP TABLE IF EXISTS lease_open_test, lease_open_test_marks")
 		db.Close()
 	}
 	if err != nil {

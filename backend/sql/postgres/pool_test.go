@@ -45,7 +45,7 @@ func checkPoolBound(t *testing.T, params string, bound int) {
 	stamp := time.Now().UnixNano()
 	table, app := fmt.Sprintf("hsql_pool_%d", stamp), fmt.Sprintf("hsql_pool_%d", stamp)
 	defer func() {
-		if _, err := admin.Exec("DROP TABLE IF EXISTS " + table); err != nil {
+		if _, err := admin.Exec("DROP TABLE IF EXISTS " + table + ", " + table + "_marks"); err != nil {
 			t.Error(err)
 		}
 	}()

@@ -31,7 +31,7 @@ func viaProxy(t *testing.T, table string) (string, *faultproxy.Proxy) {
 	t.Cleanup(func() {
 		db, err := sql.Open("pgx", raw)
 		if err == nil {
-			_, err = db.Exec("DROP TABLE IF EXISTS " + table)
+			_, err = db.Exec("DROP TABLE IF EXISTS " + table + ", " + table + "_marks")
 			db.Close()
 		}
 		if err != nil {

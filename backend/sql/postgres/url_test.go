@@ -134,7 +134,7 @@ func TestSearchPathWithTemporarySchema(t *testing.T) {
 	raw := testenv.Lookup(t, "LEASE_TEST_POSTGRES")
 	ctx := t.Context()
 	const table = "lease_url_sp_temp"
-	exec(t, raw, "DROP TABLE IF EXISTS public."+table)
+	exec(t, raw, "DROP TABLE IF EXISTS public."+table+", public."+table+"_marks")
 	for _, sp := range []string{"pg_temp", "pg_temp,public", `"$user",pg_temp,public`} {
 		_, err := Open(ctx, withParams(t, raw, "table", table, "search_path", sp, "max_conns", "1"))
 		if !errors.Is(err, lease.ErrInvalid) || !strings.Contains(err.Error(), "temporary") {
@@ -163,7 +163,7 @@ func TestSearchPathWithTemporarySchema(t *testing.T) {
 		t.Fatal(err)
 	}
 	exec(t, raw, ddl)
-	defer exec(t, raw, "DROP TABLE IF EXISTS public."+table)
+	defer exec(t, raw, "DROP TABLE IF EXISTS public."+table+", public."+table+"_marks")
 	sp, err := Open(ctx, withParams(t, raw, "table", table, "search_path", "pg_temp,public"))
 	if err != nil {
 		t.Fatalf("search_path=pg_temp,public with public.%s: %v", table, err)
@@ -236,7 +236,7 @@ func TestOpenWithPgxModesAndSocket(t *testing.T) {
 	} else {
 		t.Log("no socket in /var/run/postgresql: host=/dir is checked by TestURLPassThrough only")
 	}
-	defer exec(t, raw, "DROP TABLE IF EXISTS lease_url_modes")
+	defer exec(t, raw, "DROP TABLE IF EXISTS lease_url_modes, lease_url_modes_marks")
 	for _, u := range urls {
 		sqltest.CycleThroughURL(ctx, t, u, "modes", "o'wner \\")
 	}

@@ -2,6 +2,7 @@ package sqltest
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -9,7 +10,9 @@ import (
 )
 
 // CycleThroughURL opens a Locker with lease.Open(ctx, u) and takes one
-// tenure of name for owner through Acquire, Renew, Inspect and Release,
+// tenure of name for owner through Acquire, Renew, Inspect and Release
+// (with, in between, a busy AcquireOrWait under a turn watch, where the
+// Locker is a lease.TurnWaiter),
 // failing t, with u in the message, on the first error or when Inspect
 // does not show the tenure. It closes the Locker.
 func CycleThroughURL(ctx context.Context, t testing.TB, u, name, owner string) {
@@ -20,6 +23,20 @@ func CycleThroughURL(ctx context.Context, t testing.TB, u, name, owner string) {
 	}
 	defer l.Close()
 	held, err := l.Acquire(ctx, name, owner, time.Minute)
+	if tw, ok := l.(lease.TurnWaiter); ok && err == nil {
+		// A waiter's statements too: a turn watch (where the store has
+		// them) and a busy AcquireOrWait, which leaves a mark that the
+		// watch's Stop takes away.
+		w, werr := tw.WatchTurn(ctx, name)
+		if _, err = tw.AcquireOrWait(ctx, name, owner+"-waiter", time.Minute); errors.Is(err, lease.ErrHeld) {
+			err = nil
+		} else if err == nil {
+			err = errors.New("AcquireOrWait of a held name succeeded")
+		}
+		if werr == nil {
+			w.Stop()
+		}
+	}
 	if err == nil {
 		held, err = l.Renew(ctx, held, 2*time.Minute)
 	}

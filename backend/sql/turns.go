@@ -1,0 +1,121 @@
+package sqllease
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
+)
+
+// Waiting for a turn (driver.TurnWatcher): a release wakes one waiting
+// Locker instead of every one.
+//
+// A PostgreSQL Locker with a Listener and a marks table (schema.go) keeps
+// the marks of the Lockers waiting for a name in that table, one row per
+// Locker and name: its waiter ID, when it was placed and when it lapses,
+// by the database's clock. AcquireOrWait is the takeover statement with
+// the mark's change in it (postgresAcquireOrWait): one statement, one
+// round trip, as Acquire. Release and ForceRelease stay one statement:
+// when somebody watches the name (the advisory-lock try of
+// postgresNotify fails), their NOTIFY names the waiter whose unlapsed
+// mark was placed first (postgresNotifyTurn), and the listening side of
+// each Locker wakes its turn watches of the name only when the payload
+// names it or nobody. Plain watches wake at every notification, as do
+// all watches when the payload names no waiter, which is also what a
+// Locker of an earlier version sends (a fleet being upgraded): their
+// releases wake every waiter, as before. A Locker of an earlier version
+// does not understand a payload that names a waiter, so while both
+// versions run, its watches miss the releases of the newer ones and it
+// retries at lease.Run's fallback (two seconds).
+//
+// A Locker whose marks table is missing (WithoutAutoCreate on a database
+// whose operator did not create it, a role that may not create it) finds
+// it out at setup, from the catalog question that finds the lease table:
+// its WatchTurn reports errors.ErrUnsupported, so that lease.Run falls
+// back to Watch, and its releases wake every watch. SQLite and MySQL
+// Lockers, and PostgreSQL Lockers without a Listener, cannot watch at all
+// and report errors.ErrUnsupported from WatchTurn as from Watch. Without
+// marks, AcquireOrWait is Acquire and StopWaiting does nothing.
+
+var _ driver.TurnWatcher = (*store)(nil)
+
+// turns reports whether the store keeps marks: PostgreSQL with a Listener
+// and a marks table. The store must be set up.
+func (s *store) turns() bool { return s.listener != nil && s.marks != "" }
+
+// WatchTurn implements driver.TurnWatcher: Watch, whose watch wakes only
+// when a release chose waiter's mark or found none (and when the listening
+// connection dropped).
+func (s *store) WatchTurn(ctx context.Context, name, waiter string) (lease.Watch, error) {
+	if s.listener == nil {
+		return nil, fmt.Errorf("the Locker has no Listener (WithListener, PostgreSQL only): %w", errors.ErrUnsupported)
+	}
+	if err := s.setup(ctx); err != nil {
+		return nil, err // setup described it
+	}
+	if !s.turns() {
+		return nil, s.fail(fmt.Errorf("%s: %w", s.noMarks, errors.ErrUnsupported))
+	}
+	return s.watch(ctx, name, waiter)
+}
+
+// AcquireOrWait implements driver.TurnWatcher with one statement
+// (q.acquireOrWait). It takes one of the Acquires' turns on a bounded
+// pool, as Acquire does, but does not share a statement with other
+// Acquires. Without marks it is Acquire.
+func (s *store) AcquireOrWait(ctx context.Context, name, owner string, ttl time.Duration, m driver.Mark) (driver.Tenure, error) {
+	if err := s.setup(ctx); err != nil {
+		return driver.Tenure{}, err
+	}
+	if !s.turns() {
+		return s.Acquire(ctx, name, owner, ttl)
+	}
+	if slots := s.acquireSlots; slots != nil {
+		select {
+		case slots <- struct{}{}:
+			defer func() { <-slots }()
+		case <-ctx.Done():
+			return driver.Tenure{}, fmt.Errorf("waiting for one of the %d Acquires under way to finish: %w", cap(slots), ctx.Err())
+		}
+	}
+	var (
+		gotOwner               string
+		token, exp, nowMs, acq int64
+	)
+	err := retry(ctx, s.dialect, func() error {
+		err := s.db.QueryRowContext(ctx, s.q.acquireOrWait, key(name), []byte(name), owner, ttlMillis(ttl), s.host,
+			m.Waiter, ttlMillis(m.Life), m.Keep).
+			Scan(&gotOwner, &token, &exp, &nowMs, &acq)
+		if errors.Is(err, sql.ErrNoRows) {
+			err = errOvertaken // see postgresAcquireOrWait
+		}
+		return err
+	})
+	if err != nil {
+		return driver.Tenure{}, s.fail(err)
+	}
+	return taken(name, gotOwner, token, exp, nowMs, acq), nil
+}
+
+// StopWaiting implements driver.TurnWatcher with one statement
+// (q.stopWaiting). Without marks it does nothing.
+func (s *store) StopWaiting(ctx context.Context, name, waiter string) error {
+	if err := s.setup(ctx); err != nil {
+		return err
+	}
+	if !s.turns() {
+		return nil
+	}
+	err := retry(ctx, s.dialect, func() error {
+		_, err := s.db.ExecContext(ctx, s.q.stopWaiting, key(name), waiter)
+		return err
+	})
+	if err != nil {
+		return s.fail(err)
+	}
+	return nil
+}

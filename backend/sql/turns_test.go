@@ -1,0 +1,827 @@
+package sqllease
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
+)
+
+// The tests of waiting for a turn (turns.go) on the real PostgreSQL server
+// of LEASE_TEST_POSTGRES: a release wakes the Locker whose mark was placed
+// first, and no other Locker's turn watches.
+
+// noWake fails t if w wakes within d.
+func noWake(t *testing.T, w lease.Watch, d time.Duration, after string) {
+	t.Helper()
+	select {
+	case <-w.Changed():
+		t.Fatalf("the watch woke within %s of %s; it should not have", d, after)
+	case <-time.After(d):
+	}
+}
+
+// drainAll empties the pending wake-ups of ws.
+func drainAll(ws ...lease.Watch) {
+	for _, w := range ws {
+		drain(w)
+	}
+}
+
+// markCount counts the marks on name in s's marks table, lapsed or not.
+func (s *testStore) markCount(t *testing.T, name string) int {
+	t.Helper()
+	var n int
+	if err := s.db.QueryRow(`SELECT count(*) FROM `+marksTable(s.table)+` WHERE lease_key = $1`, key(name)).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// allMarks counts every row of s's marks table.
+func (s *testStore) allMarks(t *testing.T) int {
+	t.Helper()
+	var n int
+	if err := s.db.QueryRow(`SELECT count(*) FROM ` + marksTable(s.table)).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// markRow returns waiter's mark on name: when it was placed (µs) and when
+// it lapses (ms), and the database's now (ms).
+func (s *testStore) markRow(t *testing.T, name, waiter string) (placed, lapses, now int64, ok bool) {
+	t.Helper()
+	err := s.db.QueryRow(`SELECT placed_us, lapses_at, `+nowExpr[PostgreSQL]+` FROM `+marksTable(s.table)+` WHERE lease_key = $1 AND waiter = $2`,
+		key(name), waiter).Scan(&placed, &lapses, &now)
+	if err != nil {
+		if strings.Contains(err.Error(), "no rows") {
+			return 0, 0, 0, false
+		}
+		t.Fatal(err)
+	}
+	return placed, lapses, now, true
+}
+
+// eavesdrop listens on l's channel on a connection of its own, as another
+// process would, and returns a function that waits up to d for the next
+// payload.
+func eavesdrop(t *testing.T, s *testStore, l *Locker) func(d time.Duration) (string, bool) {
+	t.Helper()
+	ctx := t.Context()
+	if err := l.s.setup(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ch, _ := channelFor(l.s.qualified)
+	ear, err := s.listener.l.Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ear.Close() })
+	if err := ear.Exec(ctx, "LISTEN "+quoteIdent(ch)); err != nil {
+		t.Fatal(err)
+	}
+	return func(d time.Duration) (string, bool) {
+		wctx, cancel := context.WithTimeout(ctx, d)
+		defer cancel()
+		_, p, err := ear.WaitForNotification(wctx)
+		return p, err == nil
+	}
+}
+
+// TestTurnWakesTheFirstMarkedLocker: with two Lockers waiting, a release
+// wakes the turn watch of the one whose mark came first and not the
+// other's; once that one acquires, its mark is gone and a force-release
+// wakes the other and not it; with no mark left, a release wakes every
+// turn watch. A plain watch wakes at every release.
+func TestTurnWakesTheFirstMarkedLocker(t *testing.T) {
+	s := postgresStore(t)
+	holder, a, b, c := s.openLocker(t), s.openLocker(t), s.openLocker(t), s.openLocker(t)
+	ctx := t.Context()
+	const name = "turn"
+	held, err := holder.Acquire(ctx, name, "h", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wa, err := a.WatchTurn(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wa.Stop()
+	wb, err := b.WatchTurn(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wb.Stop()
+	wc, err := c.Watch(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wc.Stop()
+	if _, err := a.AcquireOrWait(ctx, name, "a", time.Minute); !errors.Is(err, lease.ErrHeld) {
+		t.Fatalf("a: %v, want ErrHeld", err)
+	}
+	if _, err := b.AcquireOrWait(ctx, name, "b", time.Minute); !errors.Is(err, lease.ErrHeld) {
+		t.Fatalf("b: %v, want ErrHeld", err)
+	}
+	if n := s.markCount(t, name); n != 2 {
+		t.Fatalf("%d marks after two busy AcquireOrWaits, want 2", n)
+	}
+	drainAll(wa, wb, wc)
+	if err := holder.Release(ctx, held); err != nil {
+		t.Fatal(err)
+	}
+	waitWake(t, wa, 5*time.Second, "a release, a's mark first")
+	waitWake(t, wc, 5*time.Second, "a release (plain watch)")
+	noWake(t, wb, 300*time.Millisecond, "a release that chose a's mark")
+
+	if _, err := a.AcquireOrWait(ctx, name, "a", time.Minute); err != nil {
+		t.Fatalf("a, woken: %v", err)
+	}
+	if n := s.markCount(t, name); n != 1 {
+		t.Fatalf("%d marks after a acquired, want b's alone", n)
+	}
+	drainAll(wa, wb, wc)
+	if _, err := holder.ForceRelease(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	waitWake(t, wb, 5*time.Second, "a force-release, b's mark the only one")
+	waitWake(t, wc, 5*time.Second, "a force-release (plain watch)")
+	noWake(t, wa, 300*time.Millisecond, "a force-release that chose b's mark (a has none)")
+
+	hb, err := b.AcquireOrWait(ctx, name, "b", time.Minute)
+	if err != nil {
+		t.Fatalf("b, woken: %v", err)
+	}
+	if n := s.markCount(t, name); n != 0 {
+		t.Fatalf("%d marks after b acquired, want none", n)
+	}
+	drainAll(wa, wb, wc)
+	if err := b.Release(ctx, hb); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []lease.Watch{wa, wb, wc} {
+		waitWake(t, w, 5*time.Second, "a release with no mark left")
+	}
+}
+
+// TestAcquireOrWaitMovesTheMark: a busy AcquireOrWait places the waiter's
+// mark, lapsing MarkLife later by the database's clock, and a second one
+// keeps its place and moves its lapse; one that acquires removes it, or
+// with Keep places it anew behind the others. Each is one statement, as
+// Acquire is, and a release stays one.
+func TestAcquireOrWaitMovesTheMark(t *testing.T) {
+	s := postgresStore(t)
+	var c counter
+	l, err := New(countingDB(t, s, &c), s.baseOptions()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	ctx := t.Context()
+	const name = "moves"
+	held, err := l.Acquire(ctx, name, "h", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	life := lease.MarkLife
+	c.take()
+	got, err := l.s.AcquireOrWait(ctx, name, "o1", time.Minute, driver.Mark{Waiter: "w1", Life: life})
+	if err != nil || got.Owner != "h" || got.Remaining <= 0 {
+		t.Fatalf("busy AcquireOrWait: %+v, %v; want the holder h with its time left", got, err)
+	}
+	if stmts, txs := c.take(); len(stmts) != 1 || txs != 0 {
+		t.Errorf("a busy AcquireOrWait sent %d statements and %d transactions, want 1 and 0", len(stmts), txs)
+	}
+	p1, lapse1, now, ok := s.markRow(t, name, "w1")
+	if !ok {
+		t.Fatal("no mark after a busy AcquireOrWait")
+	}
+	if d := time.Duration(lapse1-now) * time.Millisecond; d <= life-time.Second || d > life {
+		t.Errorf("the mark lapses in %s by the database's clock, want about %s", d, life)
+	}
+	time.Sleep(5 * time.Millisecond)
+	if _, err := l.s.AcquireOrWait(ctx, name, "o1", time.Minute, driver.Mark{Waiter: "w1", Life: life}); err != nil {
+		t.Fatal(err)
+	}
+	p2, lapse2, _, _ := s.markRow(t, name, "w1")
+	if p2 != p1 || lapse2 <= lapse1 {
+		t.Errorf("a second busy AcquireOrWait: placed %d, lapses %d; want placed %d kept and the lapse moved past %d", p2, lapse2, p1, lapse1)
+	}
+	if _, err := l.s.AcquireOrWait(ctx, name, "o2", time.Minute, driver.Mark{Waiter: "w2", Life: life}); err != nil {
+		t.Fatal(err)
+	}
+	pw2, _, _, _ := s.markRow(t, name, "w2")
+	if pw2 <= p1 {
+		t.Errorf("w2's mark, placed after w1's, has placed_us %d <= %d", pw2, p1)
+	}
+
+	c.take()
+	if err := l.Release(ctx, held); err != nil {
+		t.Fatal(err)
+	}
+	if stmts, _ := c.take(); len(stmts) != 1 {
+		t.Errorf("Release sent %d statements, want 1", len(stmts))
+	}
+	got, err = l.s.AcquireOrWait(ctx, name, "o1", time.Minute, driver.Mark{Waiter: "w1", Life: life, Keep: true})
+	if err != nil || got.Owner != "o1" {
+		t.Fatalf("AcquireOrWait of the free name: %+v, %v", got, err)
+	}
+	if stmts, _ := c.take(); len(stmts) != 1 {
+		t.Errorf("an acquiring AcquireOrWait sent %d statements, want 1", len(stmts))
+	}
+	if p3, _, _, ok := s.markRow(t, name, "w1"); !ok || p3 <= pw2 {
+		t.Errorf("after acquiring with Keep, w1's mark: placed %d, present %v; want it placed anew after w2's (%d)", p3, ok, pw2)
+	}
+	// Re-entering without Keep removes it.
+	if _, err := l.s.AcquireOrWait(ctx, name, "o1", time.Minute, driver.Mark{Waiter: "w1", Life: life}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, ok := s.markRow(t, name, "w1"); ok {
+		t.Error("w1's mark is still there after an AcquireOrWait that re-entered without Keep")
+	}
+	if n := s.markCount(t, name); n != 1 {
+		t.Errorf("%d marks, want w2's alone", n)
+	}
+}
+
+// TestLapsedMarkIsSkipped: a release passes over a mark that lapsed by the
+// database's clock, though it was placed first, and names the next one in
+// its NOTIFY; the next busy AcquireOrWait of the name deletes the lapsed
+// mark.
+func TestLapsedMarkIsSkipped(t *testing.T) {
+	s := postgresStore(t)
+	l := s.newLocker(t)
+	ctx := t.Context()
+	heard := eavesdrop(t, s, l)
+	const name = "lapsed"
+	wx, err := l.s.WatchTurn(ctx, name, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wx.Stop()
+	wy, err := l.s.WatchTurn(ctx, name, "y")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wy.Stop()
+	held, err := l.Acquire(ctx, name, "h", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.s.AcquireOrWait(ctx, name, "ox", time.Minute, driver.Mark{Waiter: "x", Life: 20 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.s.AcquireOrWait(ctx, name, "oy", time.Minute, driver.Mark{Waiter: "y", Life: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // x's mark lapses
+	drainAll(wx, wy)
+	if err := l.Release(ctx, held); err != nil {
+		t.Fatal(err)
+	}
+	if p, ok := heard(5 * time.Second); !ok || p != hex.EncodeToString(key(name))+" y" {
+		t.Fatalf("the release's NOTIFY: %q, %v; want the key and y", p, ok)
+	}
+	waitWake(t, wy, 5*time.Second, "a release that chose y")
+	noWake(t, wx, 300*time.Millisecond, "a release that passed over x's lapsed mark")
+
+	if _, err := l.Acquire(ctx, name, "h", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.s.AcquireOrWait(ctx, name, "oy", time.Minute, driver.Mark{Waiter: "y", Life: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, ok := s.markRow(t, name, "x"); ok {
+		t.Error("x's lapsed mark is still there after another waiter's busy AcquireOrWait")
+	}
+	// A lapsed mark that gets renewed goes to the back.
+	if _, err := l.s.AcquireOrWait(ctx, name, "ox", time.Minute, driver.Mark{Waiter: "x", Life: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	px, _, _, _ := s.markRow(t, name, "x")
+	py, _, _, _ := s.markRow(t, name, "y")
+	if px <= py {
+		t.Errorf("x's mark, placed anew after lapsing, is ahead of y's (%d <= %d)", px, py)
+	}
+}
+
+// TestStopWaitingRemovesTheMark: when the last turn watch of a Locker that
+// left a mark stops, the mark goes (StopWaiting, which the Locker sends);
+// StopWaiting of a waiter without a mark is no error.
+func TestStopWaitingRemovesTheMark(t *testing.T) {
+	s := postgresStore(t)
+	holder, a := s.openLocker(t), s.openLocker(t)
+	ctx := t.Context()
+	const name = "stop"
+	if _, err := holder.Acquire(ctx, name, "h", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	w1, err := a.WatchTurn(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w2, err := a.WatchTurn(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.AcquireOrWait(ctx, name, "a", time.Minute); !errors.Is(err, lease.ErrHeld) {
+		t.Fatal(err)
+	}
+	w1.Stop()
+	if n := s.markCount(t, name); n != 1 {
+		t.Fatalf("%d marks while a turn watch of the Locker remains, want 1", n)
+	}
+	w2.Stop()
+	if n := s.markCount(t, name); n != 0 {
+		t.Fatalf("%d marks after the Locker's last turn watch stopped, want 0", n)
+	}
+	if err := a.s.StopWaiting(ctx, name, "nobody"); err != nil {
+		t.Fatalf("StopWaiting without a mark: %v", err)
+	}
+}
+
+// TestTurnWatchesWakeWithoutMarks: when no Locker has a mark, a release
+// wakes every turn watch, and so does a notification in the format of
+// earlier versions (the key alone), marks or not; a notification naming
+// another waiter wakes only plain watches.
+func TestTurnWatchesWakeWithoutMarks(t *testing.T) {
+	s := postgresStore(t)
+	holder, a, b := s.openLocker(t), s.openLocker(t), s.openLocker(t)
+	ctx := t.Context()
+	const name = "nomarks"
+	wa, err := a.WatchTurn(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wa.Stop()
+	wb, err := b.WatchTurn(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wb.Stop()
+	wp, err := b.Watch(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wp.Stop()
+	held, err := holder.Acquire(ctx, name, "h", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	drainAll(wa, wb, wp)
+	if err := holder.Release(ctx, held); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []lease.Watch{wa, wb, wp} {
+		waitWake(t, w, 5*time.Second, "a release with no marks")
+	}
+
+	// a has a mark now; a notification as an earlier version sends it
+	// still wakes b.
+	if _, err := holder.Acquire(ctx, name, "h", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.AcquireOrWait(ctx, name, "a", time.Minute); !errors.Is(err, lease.ErrHeld) {
+		t.Fatal(err)
+	}
+	ch, _ := channelFor(a.s.qualified)
+	notify := func(payload string) {
+		t.Helper()
+		if _, err := s.db.Exec(`SELECT pg_notify($1, $2)`, ch, payload); err != nil {
+			t.Fatal(err)
+		}
+	}
+	drainAll(wa, wb, wp)
+	notify(hex.EncodeToString(key(name)))
+	for _, w := range []lease.Watch{wa, wb, wp} {
+		waitWake(t, w, 5*time.Second, "a notification without a waiter")
+	}
+	drainAll(wa, wb, wp)
+	notify(hex.EncodeToString(key(name)) + " someone-else")
+	waitWake(t, wp, 5*time.Second, "a notification naming another waiter (plain watch)")
+	noWake(t, wa, 300*time.Millisecond, "a notification naming another waiter")
+	select {
+	case <-wb.Changed():
+		t.Fatal("b's turn watch woke at a notification naming another waiter")
+	default:
+	}
+}
+
+// TestTurnWatchWakesOnADroppedConnection: a turn watch that no release
+// would wake (another Locker's mark is first) still wakes when its
+// listening connection is cut, since a release may have gone unheard,
+// and a release that chooses it wakes it again after the reconnection.
+func TestTurnWatchWakesOnADroppedConnection(t *testing.T) {
+	s := postgresStore(t)
+	l := s.newLocker(t)
+	other := s.openLocker(t)
+	ctx := t.Context()
+	const name = "dropturn"
+	held, err := other.Acquire(ctx, name, "h", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := l.WatchTurn(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	if _, err := l.AcquireOrWait(ctx, name, "a", time.Minute); !errors.Is(err, lease.ErrHeld) {
+		t.Fatal(err)
+	}
+	drain(w)
+	// Cut every listening connection of the store's listener: l's (and
+	// other's, which is not listening).
+	if _, err := s.db.Exec(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1`, s.listener.app); err != nil {
+		t.Fatal(err)
+	}
+	waitWake(t, w, 5*time.Second, "the listening connection was cut")
+	deadline := time.Now().Add(10 * time.Second)
+	for s.marks(t) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("10s after the cut: %d advisory marks, want 1", s.marks(t))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	drain(w)
+	if err := other.Release(ctx, held); err != nil {
+		t.Fatal(err)
+	}
+	waitWake(t, w, 5*time.Second, "a release choosing the Locker after the reconnection")
+}
+
+// TestMarksLeaveNothing: Lockers that wait and give up leave no mark
+// behind, and Cleanup deletes the marks that lapsed (a waiter that died
+// without StopWaiting).
+func TestMarksLeaveNothing(t *testing.T) {
+	s := postgresStore(t)
+	holder := s.openLocker(t)
+	ctx := t.Context()
+	if _, err := holder.Acquire(ctx, "busy", "h", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for i := range 5 {
+		l := s.openLocker(t)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w, err := l.WatchTurn(ctx, "busy")
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer w.Stop()
+			for range 3 {
+				if _, err := l.AcquireOrWait(ctx, "busy", fmt.Sprint("w", i), time.Minute); !errors.Is(err, lease.ErrHeld) {
+					t.Errorf("waiter %d: %v, want ErrHeld", i, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if n := s.allMarks(t); n != 0 {
+		t.Fatalf("%d marks after every waiter gave up, want 0", n)
+	}
+	// A waiter that died: its mark lapses and Cleanup deletes it.
+	if _, err := holder.s.AcquireOrWait(ctx, "busy", "dead", time.Minute, driver.Mark{Waiter: "dead", Life: time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(10 * time.Millisecond)
+	if _, err := holder.Cleanup(ctx, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.allMarks(t); n != 0 {
+		t.Fatalf("%d marks after Cleanup, want the lapsed one gone", n)
+	}
+}
+
+// TestMissingMarksTable: on a lease table without its marks table and with
+// auto-create off, WatchTurn reports errors.ErrUnsupported (so lease.Run
+// watches plainly), AcquireOrWait is Acquire, and releases wake plain
+// watches as before. A table of the marks table's name that is not one
+// is not used. A Locker with auto-create on creates the marks table beside
+// the existing lease table.
+func TestMissingMarksTable(t *testing.T) {
+	s := postgresStore(t)
+	ctx := t.Context()
+	stmts, err := schemaStatements(PostgreSQL, s.table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.db.Exec(stmts[0]); err != nil {
+		t.Fatal(err)
+	}
+	off := s.newLocker(t, WithoutAutoCreate())
+	if _, err := off.WatchTurn(ctx, "m"); !errors.Is(err, errors.ErrUnsupported) || !contains(err, "marks table") {
+		t.Fatalf("WatchTurn without a marks table: %v, want ErrUnsupported naming the marks table", err)
+	}
+	w, err := off.Watch(ctx, "m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	held, err := off.Acquire(ctx, "m", "h", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := off.AcquireOrWait(ctx, "m", "a", time.Minute); !errors.Is(err, lease.ErrHeld) {
+		t.Fatalf("AcquireOrWait without marks, name held: %v, want ErrHeld", err)
+	}
+	drain(w)
+	if err := off.Release(ctx, held); err != nil {
+		t.Fatal(err)
+	}
+	waitWake(t, w, 5*time.Second, "a release without a marks table")
+	if got, err := off.AcquireOrWait(ctx, "m", "a", time.Minute); err != nil || got.Owner != "a" {
+		t.Fatalf("AcquireOrWait without marks, name free: %v, %v", got, err)
+	}
+
+	// Not a marks table.
+	if _, err := s.db.Exec(`CREATE TABLE ` + marksTable(s.table) + ` (x int)`); err != nil {
+		t.Fatal(err)
+	}
+	odd := s.newLocker(t)
+	if _, err := odd.WatchTurn(ctx, "m"); !errors.Is(err, errors.ErrUnsupported) || !contains(err, "not a marks table") {
+		t.Fatalf("WatchTurn with a foreign table in the marks table's place: %v, want ErrUnsupported", err)
+	}
+	if _, err := s.db.Exec(`DROP TABLE ` + marksTable(s.table)); err != nil {
+		t.Fatal(err)
+	}
+
+	on := s.newLocker(t)
+	wt, err := on.WatchTurn(ctx, "m")
+	if err != nil {
+		t.Fatalf("WatchTurn with auto-create on a lease table without marks: %v", err)
+	}
+	wt.Stop()
+	if n := s.allMarks(t); n != 0 {
+		t.Fatalf("%d marks in the new marks table", n)
+	}
+}
+
+// TestSchemaHasTheMarksTable: PostgreSQL's Schema creates both tables, and
+// a marks table name never passes PostgreSQL's 63 bytes.
+func TestSchemaHasTheMarksTable(t *testing.T) {
+	ddl, err := Schema(PostgreSQL, "app.Leases")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(ddl, "CREATE TABLE IF NOT EXISTS app.Leases (") || !strings.Contains(ddl, ";\n\nCREATE TABLE IF NOT EXISTS app.leases_marks (") {
+		t.Errorf("Schema(PostgreSQL): %s", ddl)
+	}
+	for _, d := range []Dialect{SQLite, MySQL} {
+		if ddl, _ := Schema(d, "leases"); strings.Contains(ddl, "marks") {
+			t.Errorf("Schema(%s) has a marks table: %s", d, ddl)
+		}
+	}
+	long := strings.Repeat("x", 63)
+	if m := marksName(long); len(m) > 63 || m == long || !strings.HasSuffix(m, marksSuffix) {
+		t.Errorf("marksName of a 63-byte name: %q", m)
+	}
+	if marksName(long) == marksName(strings.Repeat("x", 62)+"y") {
+		t.Error("two long names share a marks table")
+	}
+	if m := marksName(strings.Repeat("x", 57)); m != strings.Repeat("x", 57)+"_marks" {
+		t.Errorf("marksName of a 57-byte name: %q", m)
+	}
+	s := postgresStore(t)
+	ctx := t.Context()
+	table := "public." + strings.Repeat("l", 63)
+	t.Cleanup(func() { dropTable(s.db, PostgreSQL, table) })
+	ddl, err = Schema(PostgreSQL, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.db.Exec(ddl); err != nil {
+		t.Fatalf("running Schema's statements: %v", err)
+	}
+	l := s.newLocker(t, WithTable(table), WithoutAutoCreate())
+	w, err := l.WatchTurn(ctx, "x")
+	if err != nil {
+		t.Fatalf("WatchTurn on tables made by Schema: %v", err)
+	}
+	w.Stop()
+}
+
+// TestTurnsUnsupportedWithoutNotifications: SQLite and MySQL Lockers, and
+// PostgreSQL Lockers without a Listener, report errors.ErrUnsupported from
+// WatchTurn, and their AcquireOrWait is Acquire (leaving no mark).
+func TestTurnsUnsupportedWithoutNotifications(t *testing.T) {
+	check := func(t *testing.T, l *Locker) {
+		ctx := t.Context()
+		if _, err := l.WatchTurn(ctx, "x"); !errors.Is(err, errors.ErrUnsupported) {
+			t.Fatalf("WatchTurn: %v, want ErrUnsupported", err)
+		}
+		if got, err := l.AcquireOrWait(ctx, "x", "a", time.Minute); err != nil || got.Owner != "a" {
+			t.Fatalf("AcquireOrWait of a free name: %v, %v", got, err)
+		}
+		if _, err := l.AcquireOrWait(ctx, "x", "b", time.Minute); !errors.Is(err, lease.ErrHeld) {
+			t.Fatalf("AcquireOrWait of a held name: %v, want ErrHeld", err)
+		}
+		if err := l.s.StopWaiting(ctx, "x", "w"); err != nil {
+			t.Fatalf("StopWaiting: %v", err)
+		}
+	}
+	t.Run("sqlite", func(t *testing.T) { check(t, sqliteStore(t).newLocker(t)) })
+	t.Run("mysql", func(t *testing.T) { check(t, mysqlStore(t).newLocker(t)) })
+	t.Run("postgresql", func(t *testing.T) {
+		s := postgresStore(t)
+		l, err := New(s.db, WithTable(s.table))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		check(t, l)
+		if n := s.allMarks(t); n != 0 {
+			t.Fatalf("a Locker without a Listener left %d marks", n)
+		}
+	})
+}
+
+// TestStoppedWatchLingers: the last Stop of a name sends nothing on the
+// listening connection; its mark stays, and a new watch of the name uses
+// it without a statement. Lingering marks go after the linger, and beyond
+// the bound the oldest go at once.
+func TestStoppedWatchLingers(t *testing.T) {
+	s := postgresStore(t)
+	ctx := t.Context()
+	l := s.newLocker(t)
+	w, err := l.Watch(ctx, "linger")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent := s.listener.sent.Load()
+	w.Stop()
+	time.Sleep(200 * time.Millisecond)
+	if n := s.listener.sent.Load() - sent; n != 0 {
+		t.Errorf("Stop sent %d statements on the listening connection, want 0", n)
+	}
+	if n := s.marks(t); n != 1 {
+		t.Fatalf("%d advisory marks after Stop, want the lingering 1", n)
+	}
+	wt, err := l.WatchTurn(ctx, "linger")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := s.listener.sent.Load() - sent; n != 0 {
+		t.Errorf("a watch of a lingering name sent %d statements on the listening connection, want 0", n)
+	}
+	// It still works.
+	held, err := l.Acquire(ctx, "linger", "h", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	drain(wt)
+	if err := l.Release(ctx, held); err != nil {
+		t.Fatal(err)
+	}
+	waitWake(t, wt, 5*time.Second, "a release of a name watched again")
+	wt.Stop()
+	// A lingering mark wakes nobody: it has no watch. Close gives it
+	// back with the connection (TestStoppedWatchesLeaveNothing).
+
+	t.Run("expires", func(t *testing.T) {
+		s := postgresStore(t)
+		l := s.newLocker(t)
+		setLinger(l, 300*time.Millisecond, maxLingering)
+		for _, name := range []string{"a", "b"} {
+			w, err := l.Watch(ctx, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w.Stop()
+		}
+		if n := s.marks(t); n != 2 {
+			t.Fatalf("%d advisory marks right after Stop, want 2 lingering", n)
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for s.marks(t) != 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d marks 5s after they stopped lingering", s.marks(t))
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	})
+	t.Run("bounded", func(t *testing.T) {
+		s := postgresStore(t)
+		l := s.newLocker(t)
+		setLinger(l, time.Hour, 2)
+		for i := range 5 {
+			w, err := l.Watch(ctx, fmt.Sprint("n", i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			w.Stop()
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for s.marks(t) != 2 {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d marks linger, want the bound of 2", s.marks(t))
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		// The two that linger are the last stopped: their watches come
+		// back without a statement.
+		sent := s.listener.sent.Load()
+		for _, name := range []string{"n3", "n4"} {
+			w, err := l.Watch(ctx, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w.Stop()
+		}
+		if n := s.listener.sent.Load() - sent; n != 0 {
+			t.Errorf("watching the two newest lingering names sent %d statements, want 0", n)
+		}
+	})
+}
+
+// TestTurnHandoffChain: five Lockers wait for a name, each acquiring only
+// when its turn watch wakes (or every two seconds, as lease.Run would);
+// each holds it briefly and releases it. Every one gets it, and the test
+// logs how many attempts each handoff cost.
+func TestTurnHandoffChain(t *testing.T) {
+	s := postgresStore(t)
+	holder := s.openLocker(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	const name, waiters = "chain", 5
+	held, err := holder.Acquire(ctx, name, "h", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		attempts atomic.Int64
+		got      atomic.Int64
+		wg       sync.WaitGroup
+		ready    sync.WaitGroup
+	)
+	ready.Add(waiters)
+	for i := range waiters {
+		l := s.openLocker(t)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w, err := l.WatchTurn(ctx, name)
+			if err != nil {
+				t.Error(err)
+				ready.Done()
+				return
+			}
+			defer w.Stop()
+			owner := fmt.Sprint("w", i)
+			first := true
+			for range 100 {
+				attempts.Add(1)
+				ls, err := l.AcquireOrWait(ctx, name, owner, time.Minute)
+				if first {
+					first = false
+					ready.Done()
+				}
+				if err == nil {
+					got.Add(1)
+					time.Sleep(5 * time.Millisecond)
+					if err := l.Release(ctx, ls); err != nil {
+						t.Error(err)
+					}
+					return
+				}
+				if !errors.Is(err, lease.ErrHeld) {
+					t.Error(err)
+					return
+				}
+				select {
+				case <-w.Changed():
+				case <-time.After(2 * time.Second):
+				case <-ctx.Done():
+					t.Errorf("waiter %d: %v", i, ctx.Err())
+					return
+				}
+			}
+		}()
+	}
+	ready.Wait()
+	attempts.Store(0)
+	if err := holder.Release(ctx, held); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if got.Load() != waiters {
+		t.Fatalf("%d of %d waiters held the name", got.Load(), waiters)
+	}
+	t.Logf("%d attempts for %d handoffs", attempts.Load(), waiters)
+	if n := s.allMarks(t); n != 0 {
+		t.Errorf("%d marks left after every waiter held the name", n)
+	}
+}
