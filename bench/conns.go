@@ -135,7 +135,8 @@ func (c *storeConn) cleanup(ctx context.Context) {
 			c.redis.Unlink(ctx, keys...)
 		}
 	case kindPostgres, kindMySQL:
-		for _, t := range []string{"lease", "floor"} {
+		// lease_marks: the waiters' marks beside a PostgreSQL leases table.
+		for _, t := range []string{"lease", "lease_marks", "floor"} {
 			_, _ = c.db.ExecContext(ctx, "DROP TABLE IF EXISTS "+c.table(t))
 		}
 	case kindEtcd:

@@ -221,7 +221,8 @@
 // # schema and cleanup
 //
 // lease schema URL prints the CREATE TABLE statement of a SQL store
-// (sqlite, postgres, mysql) for its ?table= (default "leases"), for your
+// (sqlite, postgres, mysql) for its ?table= (default "leases"), and for
+// PostgreSQL also that of the table's waiter marks (<table>_marks), for your
 // own migrations (then open the store with ?autocreate=false). It does not
 // connect. For other stores, which keep no table, it exits 2.
 //

@@ -44,7 +44,8 @@ func (g *globals) schema(args []string) error {
 	fs := g.flags("schema", `schema [URL]
 
 Prints the CREATE TABLE statement of the SQL store at URL (default: the
---backend store) for its dialect and its ?table= (default "leases"), to
+--backend store) for its dialect and its ?table= (default "leases"), and
+for PostgreSQL also that of the waiters' marks table (<table>_marks), to
 create the table in your own migrations and open the store with
 ?autocreate=false. It does not connect to the store. Other stores keep no
 table: for them it exits 2.`)
