@@ -65,8 +65,12 @@ func (s *store) WatchTurn(ctx context.Context, name, waiter string) (lease.Watch
 
 // AcquireOrWait implements driver.TurnWatcher with one statement
 // (q.acquireOrWait). It takes one of the Acquires' turns on a bounded
-// pool, as Acquire does, but does not share a statement with other
-// Acquires. Without marks it is Acquire.
+// pool, as Acquire does. When every turn is taken it goes out in a shared
+// takeover statement, as Acquire would, and only when that finds the name
+// held does a statement of its own follow, to place the mark. (An
+// AcquireOrWait that acquires in a shared statement leaves a mark placed
+// before in place, until StopWaiting or its lapse.) Without marks it is
+// Acquire.
 func (s *store) AcquireOrWait(ctx context.Context, name, owner string, ttl time.Duration, m driver.Mark) (driver.Tenure, error) {
 	if err := s.setup(ctx); err != nil {
 		return driver.Tenure{}, err
@@ -77,10 +81,25 @@ func (s *store) AcquireOrWait(ctx context.Context, name, owner string, ttl time.
 	if slots := s.acquireSlots; slots != nil {
 		select {
 		case slots <- struct{}{}:
-			defer func() { <-slots }()
-		case <-ctx.Done():
-			return driver.Tenure{}, fmt.Errorf("waiting for one of the %d Acquires under way to finish: %w", cap(slots), ctx.Err())
+		default:
+			if s.batches() {
+				// Every turn is taken: a burst of Acquires. Share a
+				// statement with them (acquire_batch.go), and place the
+				// mark with a statement of its own only if the name turns
+				// out held, so that a burst of waiting Runs for free names
+				// still goes out in batches.
+				t, err := s.acquireQueued(ctx, name, owner, ttl)
+				if err != nil || t.Owner == owner {
+					return t, err
+				}
+			}
+			select {
+			case slots <- struct{}{}:
+			case <-ctx.Done():
+				return driver.Tenure{}, fmt.Errorf("waiting for one of the %d Acquires under way to finish: %w", cap(slots), ctx.Err())
+			}
 		}
+		defer func() { <-slots }()
 	}
 	var (
 		gotOwner               string

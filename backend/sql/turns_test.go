@@ -825,3 +825,63 @@ func TestTurnHandoffChain(t *testing.T) {
 		t.Errorf("%d marks left after every waiter held the name", n)
 	}
 }
+
+// TestAcquireOrWaitBurstGoesOutInBatches: while every Acquire turn is
+// taken, AcquireOrWaits share takeover statements as Acquires do; those
+// that find their name held then place their marks, and those that
+// acquire leave none.
+func TestAcquireOrWaitBurstGoesOutInBatches(t *testing.T) {
+	s := postgresStore(t)
+	l := s.openLocker(t, WithPoolSize(8, 2))
+	ctx := t.Context()
+	const free, busy = 20, 5
+	for i := range busy {
+		if _, err := l.Acquire(ctx, fmt.Sprintf("burst/held/%d", i), "other", time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !l.s.batches() {
+		t.Fatal("PostgreSQL does not batch Acquires")
+	}
+	for range cap(l.s.acquireSlots) {
+		l.s.acquireSlots <- struct{}{}
+	}
+	errs := make([]error, free+busy)
+	var wg sync.WaitGroup
+	for i := range free + busy {
+		name, waiter := fmt.Sprintf("burst/free/%d", i), fmt.Sprintf("w%d", i)
+		if i >= free {
+			name = fmt.Sprintf("burst/held/%d", i-free)
+		}
+		wg.Go(func() {
+			c, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			_, errs[i] = l.s.AcquireOrWait(c, name, "me", time.Minute, driver.Mark{Waiter: waiter, Life: lease.MarkLife})
+		})
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		l.s.queue.mu.Lock()
+		n := len(l.s.queue.reqs)
+		l.s.queue.mu.Unlock()
+		if n == free+busy {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d AcquireOrWaits queued for a shared statement", n, free+busy)
+		}
+	}
+	for range cap(l.s.acquireSlots) {
+		<-l.s.acquireSlots
+	}
+	wg.Wait()
+	for i, err := range errs {
+		switch {
+		case i < free && err != nil:
+			t.Errorf("AcquireOrWait of free name %d: %v", i, err)
+		case i < free && s.markCount(t, fmt.Sprintf("burst/free/%d", i)) != 0:
+			t.Errorf("free name %d has a mark after AcquireOrWait acquired it", i)
+		case i >= free && s.markCount(t, fmt.Sprintf("burst/held/%d", i-free)) != 1:
+			t.Errorf("held name %d has %d marks after a busy AcquireOrWait, want 1", i-free, s.markCount(t, fmt.Sprintf("burst/held/%d", i-free)))
+		}
+	}
+}
