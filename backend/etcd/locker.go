@@ -66,6 +66,10 @@ type store struct {
 	// places remembers the places in line of the Locker's waiters (see
 	// fair.go).
 	places places
+	// marks remembers the marks of the Locker's waiters (see turns.go),
+	// and markSeq numbers their keys.
+	marks   marks
+	markSeq atomic.Uint64
 	// life ends when the Locker closes.
 	life context.Context
 	end  context.CancelFunc
@@ -125,6 +129,7 @@ func makeLocker(client *clientv3.Client, closeClient func() error, o options) *L
 		end:         end,
 	}
 	s.revokes.client = client
+	s.markSeq.Store(uint64(time.Now().UnixNano()))
 	s.known.emptied = func(id clientv3.LeaseID) { s.revokes.revoke(life, id) }
 	s.reads.s, s.reads.max = s, maxReadsInFlight
 	s.writes.s, s.writes.batch = s, maxBatchWrites
