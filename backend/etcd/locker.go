@@ -13,8 +13,8 @@ import (
 )
 
 // Locker keeps leases in etcd. It implements lease.Locker, lease.Lister,
-// lease.ForceReleaser, lease.BatchRenewer, lease.Waiter and
-// lease.FairAcquirer and is safe for
+// lease.ForceReleaser, lease.BatchRenewer, lease.Waiter,
+// lease.TurnWaiter and lease.FairAcquirer and is safe for
 // concurrent use. See the package documentation for the data model.
 //
 // Its Close makes later calls fail with lease.ErrClosed, ends its
@@ -33,7 +33,8 @@ type Locker struct {
 type base = driver.Locker
 
 // store is the etcd side of a Locker. It implements driver.Store,
-// driver.Lister, driver.ForceReleaser and driver.BatchRenewer.
+// driver.Lister, driver.ForceReleaser, driver.BatchRenewer,
+// driver.Watcher, driver.TurnWatcher and driver.FairAcquirer.
 type store struct {
 	client *clientv3.Client
 	// closeClient, when not nil, closes the client Open made; a client

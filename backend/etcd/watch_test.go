@@ -299,6 +299,12 @@ func (h *handoff) Acquire(ctx context.Context, name, owner string, ttl time.Dura
 	return ls, err
 }
 
+// WatchTurn hides the Locker's turns, so that Run waits with Watch and
+// attempts with Acquire, which the handoff records.
+func (h *handoff) WatchTurn(context.Context, string) (lease.Watch, error) {
+	return nil, errors.ErrUnsupported
+}
+
 // Watch wraps the Locker's Watch to record its wake-ups.
 func (h *handoff) Watch(ctx context.Context, name string) (lease.Watch, error) {
 	inner, err := h.Locker.Watch(ctx, name)
