@@ -188,9 +188,11 @@
 //	                                       of the place when the waiter joins the line
 //	Dequeue                             1  Txn; LeaseRevoke*
 //	AcquireOrWait, free name            1  Txn (puts the tenure, deletes the mark) +
-//	                                       keep-alives of the tenure's and the mark's leases
-//	AcquireOrWait, held by another      2  Txn (places the mark when there is none) +
-//	                                       keep-alives, then LeaseTimeToLive
+//	                                       keep-alive of the tenure's lease (and of the
+//	                                       mark's with Keep, which puts the mark anew)
+//	AcquireOrWait, held by another      2  Txn (places the mark when there is none),
+//	                                       then LeaseTimeToLive + keep-alive of the mark's
+//	                                       lease
 //	  again, until the holder's time    2  Range + keep-alive of the mark's lease, then
 //	    is up                              LeaseTimeToLive; no raft entry at all
 //	StopWaiting                         1  Txn
@@ -371,7 +373,7 @@
 //	<prefix>\xffw<name>\xff<waiter>\xff<seq>
 //
 // on an etcd lease of lease.MarkLife (whole seconds) of its own, which
-// each AcquireOrWait keeps alive alongside its transaction: the mark
+// each AcquireOrWait that finds the name busy keeps alive: the mark
 // lapses MarkLife after the Locker last asked, by etcd's clock, when etcd
 // deletes it with its lease, and a Locker that dies leaves nothing that
 // lasts longer. Its create revision is its place in line. AcquireOrWait

@@ -87,11 +87,13 @@ func (s *store) StopWaiting(ctx context.Context, name, waiter string) error {
 
 // AcquireOrWait implements driver.TurnWatcher: Acquire, whose
 // transaction also places, keeps or takes away m.Waiter's mark (see
-// above), with a keep-alive of the mark's etcd lease alongside, so that
-// the mark lasts m.Life from now. When the Locker knows the name is
-// held and knows its mark, it reads the key first, as Acquire does, and
-// keeps the mark's lease alive meanwhile: a busy answer that writes
-// nothing.
+// above). A busy answer keeps the mark's etcd lease alive while it reads
+// the holder's remaining time, so that the mark lasts m.Life from now;
+// with Keep, the keep-alive goes alongside the transaction, which may
+// put the mark anew; an acquisition without Keep sends none. When the
+// Locker knows the name is held and knows its mark, it reads the key
+// first, as Acquire does, and keeps the mark's lease alive meanwhile: a
+// busy answer that writes nothing.
 func (s *store) AcquireOrWait(ctx context.Context, name, owner string, ttl time.Duration, m driver.Mark) (driver.Tenure, error) {
 	return s.acquireOrReenter(ctx, "AcquireOrWait", name, owner, ttl, func(start time.Time) (driver.Tenure, *mvccpb.KeyValue, error) {
 		return s.acquireOrWait(ctx, name, owner, ttl, m, start)
@@ -123,9 +125,14 @@ func (s *store) acquireOrWait(ctx context.Context, name, owner string, ttl time.
 	// dropMark disposes of ml, which carries no mark: a lease the Locker
 	// kept for marks is kept, another goes back.
 	dropMark := func() {
-		if known {
+		switch {
+		case known:
 			s.marks.put(id, markRec{lease: ml.pooledLease})
-		} else {
+		case ml.pooled:
+			// Untouched since the pool gave it: back as it was.
+			s.marks.forget(id)
+			s.pool.give(ml.sec, ml.pooledLease)
+		default:
 			s.marks.forget(id)
 			s.unused(ctx, ml)
 		}
@@ -152,11 +159,17 @@ func (s *store) acquireOrWait(ctx context.Context, name, owner string, ttl time.
 			clientv3.OpGet(key),
 			clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.Value(key), "=", owner)}, took, []clientv3.Op{wait}),
 		}
+		// The mark's lease is kept alive alongside only when the
+		// transaction may leave the mark on it after acquiring (Keep);
+		// a busy answer keeps it alive while the holder's time is read,
+		// and an acquisition without Keep needs it no more.
 		leases := []*tenureLease{&l}
 		var also []clientv3.LeaseID
-		if known {
+		switch {
+		case !m.Keep:
+		case known:
 			also = []clientv3.LeaseID{ml.id}
-		} else {
+		default:
 			leases = append(leases, &ml)
 		}
 		wasPooled := l.pooled
@@ -210,7 +223,7 @@ func (s *store) acquireOrWait(ctx context.Context, name, owner string, ttl time.
 		case wasPooled && l.pooled:
 			kaErr = fmt.Errorf("etcd lease %x: %w", l.id, errLeaseGone)
 		}
-		if known && kaErr == nil {
+		if known && m.Keep && kaErr == nil {
 			if len(alsoTTLs) > 0 && alsoTTLs[0] > 0 {
 				ml.pooledLease.fresh, ml.pooledLease.ttl = start, alsoTTLs[0]
 			} else {
@@ -265,20 +278,44 @@ func (s *store) acquireOrWait(ctx context.Context, name, owner string, ttl time.
 			dropMark()
 			return driver.Tenure{}, nil, errShortAnswer
 		}
+		var ka *kaCall // the mark's keep-alive, alongside the holder's read
+		var markKey string
 		if placed.Succeeded {
 			s.usedUp(ml)
-			s.marks.put(id, markRec{lease: ml.pooledLease, key: mk})
-			known = true
-		} else if found := placed.Responses[0].GetResponseRange().GetKvs(); len(found) > 0 {
+			markKey = mk
+		} else if found := placed.Responses[0].GetResponseRange().GetKvs(); len(found) > 0 && clientv3.LeaseID(found[0].Lease) == ml.id {
+			markKey = string(found[0].Key)
+		} else if len(found) > 0 {
 			s.adopt(ctx, id, found[0], &ml, &known)
 		} else {
 			dropMark()
 		}
+		sent := time.Now()
+		if markKey != "" {
+			s.marks.put(id, markRec{lease: ml.pooledLease, key: markKey})
+			ml.pooled, known = false, true
+			ka = s.keeper.start(ctx, []clientv3.LeaseID{ml.id})
+		}
 		if kaErr != nil {
 			s.unused(ctx, l)
+			if ka != nil {
+				_, _ = ka.wait()
+			}
 			return driver.Tenure{}, nil, kaErr
 		}
 		t, busy, err := s.holder(ctx, name, kvs[0])
+		if ka != nil {
+			if ttls, kerr := ka.wait(); kerr == nil && ttls[0] > 0 {
+				ml.pooledLease.fresh, ml.pooledLease.ttl = sent, ttls[0]
+				s.marks.put(id, markRec{lease: ml.pooledLease, key: markKey})
+			} else if kerr == nil {
+				// The mark's lease ended: so did the mark.
+				s.marks.forget(id)
+				known = false
+			} else if err == nil {
+				err = fmt.Errorf("keep the mark alive: %w", kerr)
+			}
+		}
 		if err != nil || busy || attempt+1 == busyRetries {
 			s.unused(ctx, l)
 			if err == nil && !busy {
@@ -300,7 +337,11 @@ func (s *store) adopt(ctx context.Context, id markID, found *mvccpb.KeyValue, ml
 		s.marks.put(id, markRec{lease: ml.pooledLease, key: string(found.Key)})
 		return
 	}
-	if !*known {
+	switch {
+	case *known:
+	case ml.pooled:
+		s.pool.give(ml.sec, ml.pooledLease) // untouched since the pool gave it
+	default:
 		s.unused(ctx, *ml)
 	}
 	*known = false
