@@ -312,9 +312,9 @@ func (s *store) acquireOrWait(ctx context.Context, name, owner string, ttl time.
 				// The mark's lease ended: so did the mark.
 				s.marks.forget(id)
 				known = false
-			} else if err == nil {
-				err = fmt.Errorf("keep the mark alive: %w", kerr)
 			}
+			// A keep-alive that failed leaves the mark its lease's time;
+			// the waiter's next call keeps it alive.
 		}
 		if err != nil || busy || attempt+1 == busyRetries {
 			s.unused(ctx, l)
