@@ -187,6 +187,19 @@
 //	AcquireQueued, held by another      2  Txn + keep-alives, then LeaseTimeToLive; a Put
 //	                                       of the place when the waiter joins the line
 //	Dequeue                             1  Txn; LeaseRevoke*
+//	AcquireOrWait, free name            1  Txn (puts the tenure, deletes the mark) +
+//	                                       keep-alive of the tenure's lease (and of the
+//	                                       mark's with Keep, which puts the mark anew)
+//	AcquireOrWait, held by another      2  Txn (places the mark when there is none),
+//	                                       then LeaseTimeToLive + keep-alive of the mark's
+//	                                       lease
+//	  again, until the holder's time    2  Range + keep-alive of the mark's lease, then
+//	    is up                              LeaseTimeToLive; no raft entry at all
+//	StopWaiting                         1  Txn
+//	Watch, WatchTurn                    1  read-only Txn (the key and the marks), then two
+//	                                       watch creations on the stream; 0 when a Watch of
+//	                                       the name on this Locker ran within 30s
+//	Stop of a Watch                     0  (the etcd watches linger, see below)
 //
 // "Txn" is the call's own transaction; concurrent calls' transactions and
 // reads are sent together (see above), so under load there are fewer.
@@ -321,29 +334,71 @@
 //
 // The Locker is a lease.Waiter, so lease.Run's WithWait (and the election
 // package) wake when a busy name becomes free instead of polling. Watch
-// reads the name's key (one linearizable Range) and puts an etcd watch on
-// it from the revision after that read, so a deletion after Watch returns
-// is never missed, even one that reaches etcd before the watch does. Its
-// channel receives on every deletion of the key: a Release, a
-// ForceRelease, and an expiry, since etcd deletes the key when the
-// tenure's etcd lease runs out (within the expiry lag above); and on a
-// put that shows another tenure than the one last seen (whose end was
+// reads the name's key (one linearizable read-only transaction) and puts
+// an etcd watch on it from the revision after that read, so a deletion
+// after Watch returns is never missed, even one that reaches etcd before
+// the watch does. Its channel receives on every deletion of the key: a
+// Release, a ForceRelease, and an expiry, since etcd deletes the key when
+// the tenure's etcd lease runs out (within the expiry lag above); and on
+// a put that shows another tenure than the one last seen (whose end was
 // then not seen). Renewals do not wake it: a keep-alive is no event, and
 // a Renew that moves the key keeps its create revision. A deletion also
 // tells the Locker that the name is free, so the woken Acquire writes at
 // once without reading first.
 //
-// All the Watches of a Locker share one clientv3.Watcher of the Locker's
-// own and one gRPC Watch stream (their contexts carry the same metadata,
-// which is how clientv3 groups watches into streams); clientv3 resumes a
-// watch from its last revision when the stream breaks. The watches are
-// made with clientv3.WithRequireLeader, so a member cut off from its
-// cluster cancels them rather than going quiet. When etcd cancels a watch
-// (its revision was compacted, the member lost its leader) the Watch
-// wakes, reads the key again, watches from the new revision and wakes
-// once more: a spurious wake-up, never a missed one. Stop, the end of the
-// Watch's context and Close end the Watch's goroutine; the stream closes
-// with its last watch, and with Close.
+// All the Watches of a name on one Locker share one subscription: an etcd
+// watch on the name's key and one on its marks (below), followed by one
+// goroutine. When the last of them stops, the subscription lingers, for
+// 30s without a Watch, so that Stop sends nothing (no cancellation on the
+// stream inside a handoff) and the Locker's next Watch of the name sends
+// nothing either; past 1024 lingering subscriptions the one idle longest
+// ends, and Close ends them all. All the etcd watches of a Locker share
+// one clientv3.Watcher of the Locker's own and one gRPC Watch stream
+// (their contexts carry the same metadata, which is how clientv3 groups
+// watches into streams); clientv3 resumes a watch from its last revision
+// when the stream breaks, so a dropped connection delays a wake-up and
+// loses none. The watches are made with clientv3.WithRequireLeader, so a
+// member cut off from its cluster cancels them rather than going quiet.
+// When etcd cancels a watch (its revision was compacted, the member lost
+// its leader) the subscription wakes its Watches, reads again, watches
+// from the new revision and wakes them once more: a spurious wake-up,
+// never a missed one.
+//
+// # Waiting for a turn: WatchTurn and AcquireOrWait
+//
+// The Locker is a lease.TurnWaiter, so that a release wakes one waiting
+// Locker instead of every process that waits (lease.Run's WithWait uses
+// it). A waiting Locker's mark is a key beside the places in line,
+//
+//	<prefix>\xffw<name>\xff<waiter>\xff<seq>
+//
+// on an etcd lease of lease.MarkLife (whole seconds) of its own, which
+// each AcquireOrWait that finds the name busy keeps alive: the mark
+// lapses MarkLife after the Locker last asked, by etcd's clock, when etcd
+// deletes it with its lease, and a Locker that dies leaves nothing that
+// lasts longer. Its create revision is its place in line. AcquireOrWait
+// is Acquire's one transaction with more in its branches: when the name is
+// held by another owner, it puts the mark if the waiter has none (a
+// nested transaction); when it acquires or re-enters, it deletes the mark
+// or, with Keep (other callers of the Locker still wait), puts it anew
+// under another seq, at the back of the line. StopWaiting is one
+// transaction that deletes it.
+//
+// etcd runs no logic at a release, so Release, ForceRelease and expiry
+// are unchanged, and the choice is made by the waiters: each Locker's
+// subscription to a name watches its marks as well as its key, and when
+// the key is deleted at revision R, it picks the mark created first
+// before R, and wakes the turn Watches of that mark's waiter, or every
+// turn Watch when there is no mark; every Locker sees the same events, so
+// they agree. Plain Watches wake at every release. The two watches'
+// channels are not ordered with each other: the subscription takes in
+// whatever both have ready and handles it in revision order, so only
+// events close together (a mark deleted a moment before a release,
+// delivered a moment after it) can make a Locker judge from marks a
+// little out of date: it may wake a Locker that no longer waits (the
+// release then waits for the waiters' next attempt, at most two seconds
+// in lease.Run) or one Locker more; a wake-up is never lost for good
+// (TestTurnChoiceInRevisionOrder).
 //
 // # URLs
 //

@@ -116,10 +116,27 @@ func (w *wire) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Clien
 	w.calls["stream:"+short]++
 	w.mu.Unlock()
 	cs, err := streamer(ctx, desc, cc, method, opts...)
+	if err == nil && short == "Watch" {
+		return &watchStream{ClientStream: cs, w: w}, nil
+	}
 	if err != nil || short != "LeaseKeepAlive" {
 		return cs, err
 	}
 	return &countedStream{ClientStream: cs, w: w}, nil
+}
+
+// watchStream counts the messages sent on a Watch stream (as
+// "WatchSend"): watch creations, cancellations and progress requests.
+type watchStream struct {
+	grpc.ClientStream
+	w *wire
+}
+
+func (s *watchStream) SendMsg(m any) error {
+	s.w.mu.Lock()
+	s.w.calls["WatchSend"]++
+	s.w.mu.Unlock()
+	return s.ClientStream.SendMsg(m)
 }
 
 // countedStream counts the keep-alives sent on a LeaseKeepAlive stream.

@@ -13,8 +13,8 @@ import (
 )
 
 // Locker keeps leases in etcd. It implements lease.Locker, lease.Lister,
-// lease.ForceReleaser, lease.BatchRenewer, lease.Waiter and
-// lease.FairAcquirer and is safe for
+// lease.ForceReleaser, lease.BatchRenewer, lease.Waiter,
+// lease.TurnWaiter and lease.FairAcquirer and is safe for
 // concurrent use. See the package documentation for the data model.
 //
 // Its Close makes later calls fail with lease.ErrClosed, ends its
@@ -33,7 +33,8 @@ type Locker struct {
 type base = driver.Locker
 
 // store is the etcd side of a Locker. It implements driver.Store,
-// driver.Lister, driver.ForceReleaser and driver.BatchRenewer.
+// driver.Lister, driver.ForceReleaser, driver.BatchRenewer,
+// driver.Watcher, driver.TurnWatcher and driver.FairAcquirer.
 type store struct {
 	client *clientv3.Client
 	// closeClient, when not nil, closes the client Open made; a client
@@ -66,6 +67,10 @@ type store struct {
 	// places remembers the places in line of the Locker's waiters (see
 	// fair.go).
 	places places
+	// marks remembers the marks of the Locker's waiters (see turns.go),
+	// and markSeq numbers their keys.
+	marks   marks
+	markSeq atomic.Uint64
 	// life ends when the Locker closes.
 	life context.Context
 	end  context.CancelFunc
@@ -125,6 +130,7 @@ func makeLocker(client *clientv3.Client, closeClient func() error, o options) *L
 		end:         end,
 	}
 	s.revokes.client = client
+	s.markSeq.Store(uint64(time.Now().UnixNano()))
 	s.known.emptied = func(id clientv3.LeaseID) { s.revokes.revoke(life, id) }
 	s.reads.s, s.reads.max = s, maxReadsInFlight
 	s.writes.s, s.writes.batch = s, maxBatchWrites

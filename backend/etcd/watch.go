@@ -1,8 +1,11 @@
 package etcdlease
 
 import (
+	"container/list"
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,34 +22,52 @@ var (
 
 // watches is the etcd side of a Locker's Watches: one clientv3.Watcher of
 // the Locker's own (closed by Close, never the caller's client's), on
-// which every Watch puts its etcd watch with a context carrying the same
-// metadata (only WithRequireLeader's), so that clientv3 multiplexes them
-// all on one gRPC Watch stream. It also counts the goroutines the
-// Watches run, so that Close can wait for them.
+// which every etcd watch is put with a context carrying the same metadata
+// (only WithRequireLeader's), so that clientv3 multiplexes them all on one
+// gRPC Watch stream; and, per name, one subscription (sub) that every
+// Watch of the name on this Locker shares. A subscription whose last
+// Watch stopped lingers (see linger), so that a Watch that stops and the
+// next one on the same name cost no request. It also counts the
+// goroutines the subscriptions run, so that Close can wait for them.
 type watches struct {
 	mu     sync.Mutex
 	w      clientv3.Watcher // nil until the first Watch
 	closed bool
 	wg     sync.WaitGroup
+	subs   map[string]*sub // by name
+	// idle holds the lingering subscriptions (*sub), the one idle longest
+	// first.
+	idle list.List
+	// linger and maxIdle are lingerTime and maxLingering; tests change
+	// them.
+	linger  time.Duration
+	maxIdle int
 }
 
-// start registers a Watch's goroutine and returns the Locker's
-// clientv3.Watcher, made on first use, or ok false once the Locker has
-// closed.
-func (ws *watches) start(client *clientv3.Client) (w clientv3.Watcher, ok bool) {
-	ws.mu.Lock()
-	defer ws.mu.Unlock()
-	if ws.closed {
-		return nil, false
-	}
-	if ws.w == nil {
-		ws.w = clientv3.NewWatcher(client)
-	}
-	ws.wg.Add(1)
-	return ws.w, true
+const (
+	// lingerTime is how long a subscription stays after its last Watch
+	// stopped, for the next Watch of the name to reuse.
+	lingerTime = 30 * time.Second
+	// maxLingering bounds the lingering subscriptions of a Locker; past
+	// it, the one idle longest ends.
+	maxLingering = 1024
+)
+
+// sub is a Locker's subscription to one name: an etcd watch on the name's
+// key and one on the name's marks (see turns.go), followed by one
+// goroutine, which wakes the name's Watches.
+type sub struct {
+	name, key, marks string
+	cancel           context.CancelFunc
+	// Under watches.mu:
+	watches   map[*watch]struct{}
+	idle      *list.Element // non-nil while lingering
+	idleSince time.Time
+	// poke tells the goroutine that the subscription became idle or busy.
+	poke chan struct{}
 }
 
-// close waits for the Watches' goroutines (the caller has ended the
+// close waits for the subscriptions' goroutines (the caller has ended the
 // Locker's life context, which ends them) and closes the watch stream.
 func (ws *watches) close() {
 	ws.mu.Lock()
@@ -59,12 +80,160 @@ func (ws *watches) close() {
 	}
 }
 
-// watch is one Watch on a name of an etcd Locker.
+// join adds w to name's subscription, if there is one, and reports
+// whether there was.
+func (ws *watches) join(name string, w *watch) (bool, error) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	if ws.closed {
+		return false, lease.ErrClosed
+	}
+	sb := ws.subs[name]
+	if sb == nil {
+		return false, nil
+	}
+	ws.add(sb, w)
+	return true, nil
+}
+
+// add adds w to sb, which stops lingering. The caller holds ws.mu.
+func (ws *watches) add(sb *sub, w *watch) {
+	sb.watches[w] = struct{}{}
+	w.sub = sb
+	if sb.idle != nil {
+		ws.idle.Remove(sb.idle)
+		sb.idle = nil
+		poke(sb)
+	}
+}
+
+func poke(sb *sub) {
+	select {
+	case sb.poke <- struct{}{}:
+	default:
+	}
+}
+
+// install makes name's subscription with w as its first Watch, or adds w
+// to the one a concurrent Watch installed meanwhile (ok false: then the
+// caller starts nothing). The caller starts the new subscription's
+// goroutine, which it has registered with ws.wg.
+func (ws *watches) install(client *clientv3.Client, life context.Context, name string, w *watch, mk func() *sub) (sb *sub, cw clientv3.Watcher, ctx context.Context, ok bool, err error) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	if ws.closed {
+		return nil, nil, nil, false, lease.ErrClosed
+	}
+	if sb := ws.subs[name]; sb != nil {
+		ws.add(sb, w)
+		return sb, nil, nil, false, nil
+	}
+	if ws.w == nil {
+		ws.w = clientv3.NewWatcher(client)
+	}
+	if ws.subs == nil {
+		ws.subs = map[string]*sub{}
+	}
+	sb = mk()
+	// Every watch's context carries the same metadata, so that they share
+	// one stream; WithRequireLeader makes a member cut off from its
+	// cluster cancel the watch instead of going quiet.
+	ctx, sb.cancel = context.WithCancel(clientv3.WithRequireLeader(life))
+	ws.subs[name] = sb
+	ws.add(sb, w)
+	ws.wg.Add(1)
+	return sb, ws.w, ctx, true, nil
+}
+
+// leave takes w out of its subscription, which lingers once it has no
+// Watch left; past maxIdle lingering ones, the one idle longest ends.
+func (ws *watches) leave(w *watch) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	sb := w.sub
+	if sb == nil {
+		return
+	}
+	delete(sb.watches, w)
+	if len(sb.watches) > 0 || ws.subs[sb.name] != sb {
+		return
+	}
+	sb.idle = ws.idle.PushBack(sb)
+	sb.idleSince = time.Now()
+	poke(sb)
+	for ws.idle.Len() > ws.maxLingering() {
+		old := ws.idle.Remove(ws.idle.Front()).(*sub)
+		old.idle = nil
+		delete(ws.subs, old.name)
+		old.cancel()
+	}
+}
+
+func (ws *watches) maxLingering() int {
+	if ws.maxIdle > 0 {
+		return ws.maxIdle
+	}
+	return maxLingering
+}
+
+func (ws *watches) lingerFor() time.Duration {
+	if ws.linger > 0 {
+		return ws.linger
+	}
+	return lingerTime
+}
+
+// idleLeft says how long sb may still linger (0: end it now, and it is
+// gone from the Locker's subscriptions), or lingering false when it has
+// Watches.
+func (ws *watches) idleLeft(sb *sub) (left time.Duration, lingering bool) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	if ws.subs[sb.name] != sb {
+		return 0, true // ended already (maxIdle)
+	}
+	if sb.idle == nil {
+		return 0, false
+	}
+	left = ws.lingerFor() - time.Since(sb.idleSince)
+	if left <= 0 {
+		ws.idle.Remove(sb.idle)
+		sb.idle = nil
+		delete(ws.subs, sb.name)
+		return 0, true
+	}
+	return left, true
+}
+
+// lingering is how many subscriptions have no Watch.
+func (ws *watches) lingering() int {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	return ws.idle.Len()
+}
+
+// wake wakes sb's plain Watches and, when all, every turn Watch, else the
+// turn Watches of waiter.
+func (ws *watches) wake(sb *sub, all bool, waiter string) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	for w := range sb.watches {
+		if !w.turn || all || w.waiter == waiter {
+			w.Wake()
+		}
+	}
+}
+
+// watch is one Watch on a name of an etcd Locker: plain, or a turn Watch
+// of waiter (see turns.go).
 type watch struct {
 	driver.Signal
-	cancel    context.CancelFunc
-	stopAfter func() bool
-	done      chan struct{}
+	ws        *watches
+	sub       *sub // under ws.mu
+	turn      bool
+	waiter    string
+	stopAfter func() bool // under ws.mu
+	once      sync.Once
 }
 
 // Watch implements driver.Watcher with an etcd watch on the name's key.
@@ -79,82 +248,254 @@ type watch struct {
 // channel receives, the key is read again and the watch starts again from
 // the new revision, and the channel receives once more: a wake-up may be
 // spurious, never missed.
+//
+// The Watches of a name on one Locker share its etcd watch, which stays
+// for a while after the last of them stops (see watches): a Watch of a
+// name that a Locker watched lately sends no request at all.
 func (s *store) Watch(ctx context.Context, name string) (lease.Watch, error) {
-	key := s.key(name)
-	rev, created, err := s.watchFrom(ctx, key)
+	return s.watch(ctx, name, false, "")
+}
+
+// watch starts a plain Watch, or a turn Watch of waiter.
+func (s *store) watch(ctx context.Context, name string, turn bool, waiter string) (lease.Watch, error) {
+	w := &watch{Signal: driver.NewSignal(), ws: &s.watches, turn: turn, waiter: waiter}
+	ok, err := s.watches.join(name, w)
 	if err != nil {
 		return nil, err
 	}
-	cw, ok := s.watches.start(s.client)
 	if !ok {
-		return nil, lease.ErrClosed
+		key, marks := s.key(name), s.marksPrefix(name)
+		st, rev, err := s.watchFrom(ctx, key, marks)
+		if err != nil {
+			return nil, err
+		}
+		sb, cw, wctx, started, err := s.watches.install(s.client, s.life, name, w, func() *sub {
+			return &sub{name: name, key: key, marks: marks, watches: map[*watch]struct{}{}, poke: make(chan struct{}, 1)}
+		})
+		if err != nil {
+			return nil, err
+		}
+		if started {
+			go func() {
+				defer s.watches.wg.Done()
+				defer sb.cancel()
+				chs, acancel := s.watchAgain(wctx, cw, sb, rev)
+				s.follow(wctx, cw, sb, st, acancel, chs)
+			}()
+		}
 	}
-	wctx, cancel := context.WithCancel(s.life)
-	w := &watch{Signal: driver.NewSignal(), cancel: cancel, done: make(chan struct{})}
-	w.stopAfter = context.AfterFunc(ctx, cancel)
-	// Every watch's context carries the same metadata, so that they share
-	// one stream; WithRequireLeader makes a member cut off from its
-	// cluster cancel the watch instead of going quiet.
-	wctx = clientv3.WithRequireLeader(wctx)
-	ch := cw.Watch(wctx, key, clientv3.WithRev(rev+1))
-	go func() {
-		defer s.watches.wg.Done()
-		defer close(w.done)
-		s.follow(wctx, cw, name, key, ch, created, w.Wake)
-	}()
+	stop := context.AfterFunc(ctx, w.end)
+	s.watches.mu.Lock()
+	w.stopAfter = stop
+	s.watches.mu.Unlock()
 	return w, nil
 }
 
-// watchFrom reads key and returns the revision of the read and the key's
-// create revision then (0 when absent).
-func (s *store) watchFrom(ctx context.Context, key string) (rev, created int64, err error) {
-	r, err := s.client.Get(ctx, key, clientv3.WithKeysOnly())
+// watchBoth puts the etcd watches of sb on cw from revision rev+1.
+func (s *store) watchBoth(ctx context.Context, cw clientv3.Watcher, sb *sub, rev int64) [2]clientv3.WatchChan {
+	return [2]clientv3.WatchChan{
+		cw.Watch(ctx, sb.key, clientv3.WithRev(rev+1)),
+		cw.Watch(ctx, sb.marks, clientv3.WithPrefix(), clientv3.WithRev(rev+1)),
+	}
+}
+
+// watchAgain puts new etcd watches of sb on cw from revision rev+1, with
+// a context of their own that cancel ends.
+func (s *store) watchAgain(ctx context.Context, cw clientv3.Watcher, sb *sub, rev int64) (chs [2]clientv3.WatchChan, cancel context.CancelFunc) {
+	actx, cancel := context.WithCancel(ctx)
+	return s.watchBoth(actx, cw, sb, rev), cancel
+}
+
+// seen is what a subscription's goroutine knows of its name: the create
+// revision of the tenure last seen (0: none) and the marks, by key.
+type seen struct {
+	created int64
+	marks   map[string]markSeen
+}
+
+// markSeen is one waiter's mark as a subscription saw it.
+type markSeen struct {
+	waiter  string
+	created int64
+}
+
+// watchFrom reads key and the marks under marks, in one read-only
+// transaction, and returns what it found and the revision of the read.
+func (s *store) watchFrom(ctx context.Context, key, marks string) (st seen, rev int64, err error) {
+	r, err := s.client.Txn(ctx).Then(
+		clientv3.OpGet(key, clientv3.WithKeysOnly()),
+		clientv3.OpGet(marks, clientv3.WithPrefix(), clientv3.WithKeysOnly()),
+	).Commit()
+	if err == nil && len(r.Responses) != 2 {
+		err = errShortAnswer
+	}
 	if err != nil {
-		return 0, 0, fmt.Errorf("read the key to watch: %w", err)
+		return seen{}, 0, fmt.Errorf("read the key to watch: %w", err)
 	}
-	if len(r.Kvs) > 0 {
-		created = r.Kvs[0].CreateRevision
+	st.marks = map[string]markSeen{}
+	if kvs := r.Responses[0].GetResponseRange().GetKvs(); len(kvs) > 0 {
+		st.created = kvs[0].CreateRevision
 	}
-	return r.Header.Revision, created, nil
+	for _, kv := range r.Responses[1].GetResponseRange().GetKvs() {
+		st.marks[string(kv.Key)] = markSeen{waiter: markWaiter(string(kv.Key), marks), created: kv.CreateRevision}
+	}
+	return st, r.Header.Revision, nil
+}
+
+// markWaiter is the waiter of the mark key under marks.
+func markWaiter(key, marks string) string {
+	rest := strings.TrimPrefix(key, marks)
+	if i := strings.IndexByte(rest, queueSep[0]); i >= 0 {
+		return rest[:i]
+	}
+	return rest
+}
+
+// choose is the waiter whose mark, among those created before revision
+// rev, was created first; ok is false when there is none.
+func (st seen) choose(rev int64) (waiter string, ok bool) {
+	var first int64
+	for _, m := range st.marks {
+		if m.created < rev && (!ok || m.created < first) {
+			waiter, first, ok = m.waiter, m.created, true
+		}
+	}
+	return waiter, ok
 }
 
 // watchRetry bounds the wait between attempts to set a cancelled watch up
 // again.
 const watchRetry = time.Second
 
-// follow turns the events of ch, an etcd watch on key, into wake-ups
-// until ctx ends, setting the watch up again whenever etcd cancels it.
-// created is the create revision of the tenure last seen (0: none).
-func (s *store) follow(ctx context.Context, cw clientv3.Watcher, name, key string, ch clientv3.WatchChan, created int64, wake func()) {
+// maxDrain bounds the watch responses a subscription's goroutine takes in
+// at once to put their events in revision order.
+const maxDrain = 64
+
+// event is an event of one of a subscription's two etcd watches.
+type event struct {
+	ev   *clientv3.Event
+	mark bool
+}
+
+// follow turns the events of chs, the etcd watches of sb's key and marks
+// (whose context acancel cancels), into wake-ups until ctx ends,
+// or sb has lingered long enough; it sets the watches up again whenever
+// etcd cancels one. st is what the read before the watches found.
+//
+// The two watches' events reach follow on two channels, whose order is
+// not the store's: follow takes in whatever both have ready and handles
+// it in revision order, so a release is judged by the marks as they were
+// just before it, unless one watch lags the other by more than that. A
+// judgement from marks a little out of date wakes a Locker that no longer
+// waits (its waiters poll on) or one more than needed: a cost in time,
+// never a missed release for good.
+func (s *store) follow(ctx context.Context, cw clientv3.Watcher, sb *sub, st seen, acancel context.CancelFunc, chs [2]clientv3.WatchChan) {
+	defer func() { acancel() }()
 	backoff := time.Duration(0)
+	var timer *time.Timer
+	var timerC <-chan time.Time
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	linger := func() bool {
+		left, idle := s.watches.idleLeft(sb)
+		if timer != nil {
+			timer.Stop()
+			timer, timerC = nil, nil
+		}
+		switch {
+		case idle && left == 0:
+			return false
+		case idle:
+			timer = time.NewTimer(left)
+			timerC = timer.C
+		}
+		return true
+	}
+	linger()
+	var batch []event
 	for {
-		resp, ok := <-ch
+		batch = batch[:0]
+		broken := false
+		take := func(resp clientv3.WatchResponse, ok, mark bool) {
+			if !ok || resp.Canceled || resp.Err() != nil || resp.CompactRevision != 0 {
+				broken = true
+				return
+			}
+			for _, ev := range resp.Events {
+				batch = append(batch, event{ev: ev, mark: mark})
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-sb.poke:
+			if !linger() {
+				return
+			}
+			continue
+		case <-timerC:
+			timer, timerC = nil, nil
+			if !linger() {
+				return
+			}
+			continue
+		case resp, ok := <-chs[0]:
+			take(resp, ok, false)
+		case resp, ok := <-chs[1]:
+			take(resp, ok, true)
+		}
+	drain:
+		for range maxDrain {
+			if broken {
+				break
+			}
+			select {
+			case resp, ok := <-chs[0]:
+				take(resp, ok, false)
+			case resp, ok := <-chs[1]:
+				take(resp, ok, true)
+			default:
+				break drain
+			}
+		}
 		if ctx.Err() != nil {
 			return
 		}
-		if ok && !resp.Canceled && resp.Err() == nil && resp.CompactRevision == 0 {
+		if len(batch) > 0 {
 			backoff = 0
-			for _, ev := range resp.Events {
-				switch {
-				case ev.Type == mvccpb.DELETE:
-					// The next Acquire need not read first.
-					s.known.free(name)
-					created = 0
-					wake()
-				case ev.Kv.CreateRevision != created:
-					if created != 0 {
-						wake()
-					}
-					created = ev.Kv.CreateRevision
+		}
+		// Marks first at a revision: an Acquire that takes its turn puts
+		// the key and takes its mark away in one transaction.
+		slices.SortStableFunc(batch, func(a, b event) int {
+			if c := a.ev.Kv.ModRevision - b.ev.Kv.ModRevision; c != 0 {
+				if c < 0 {
+					return -1
 				}
+				return 1
 			}
+			switch {
+			case a.mark && !b.mark:
+				return -1
+			case b.mark && !a.mark:
+				return 1
+			}
+			return 0
+		})
+		for _, e := range batch {
+			s.apply(sb, &st, e)
+		}
+		if !broken {
 			continue
 		}
-		// The watch ended with ctx still live: whatever happened between
+		// A watch ended with ctx still live: whatever happened between
 		// its last event and the next read went unseen, so wake now and
-		// again once the new watch is in place. A watch that keeps ending
-		// before any event is set up again ever more slowly.
-		wake()
+		// again once the new watches are in place. A watch that keeps
+		// ending before any event is set up again ever more slowly.
+		acancel()
+		s.watches.wake(sb, true, "")
 		for {
 			if backoff > 0 {
 				t := time.NewTimer(backoff)
@@ -166,24 +507,65 @@ func (s *store) follow(ctx context.Context, cw clientv3.Watcher, name, key strin
 				}
 			}
 			backoff = min(max(2*backoff, 10*time.Millisecond), watchRetry)
-			rev, c, err := s.watchFrom(ctx, key)
+			fresh, rev, err := s.watchFrom(ctx, sb.key, sb.marks)
 			if ctx.Err() != nil {
 				return
 			}
 			if err == nil {
-				created = c
-				ch = cw.Watch(ctx, key, clientv3.WithRev(rev+1))
-				wake()
+				st = fresh
+				chs, acancel = s.watchAgain(ctx, cw, sb, rev)
+				s.watches.wake(sb, true, "")
 				break
 			}
 		}
 	}
 }
 
-// Stop implements lease.Watch: it cancels the etcd watch and waits for the
-// goroutine that followed it.
+// apply updates st with e and wakes sb's Watches when e ends a tenure:
+// a deletion of the key wakes the plain Watches and the turn Watches of
+// the waiter whose mark was created first before it (every turn Watch
+// when there is none); a put that shows another tenure than the one last
+// seen, whose end went unseen, wakes every Watch.
+func (s *store) apply(sb *sub, st *seen, e event) {
+	ev := e.ev
+	if e.mark {
+		if ev.Type == mvccpb.DELETE {
+			delete(st.marks, string(ev.Kv.Key))
+		} else {
+			st.marks[string(ev.Kv.Key)] = markSeen{waiter: markWaiter(string(ev.Kv.Key), sb.marks), created: ev.Kv.CreateRevision}
+		}
+		return
+	}
+	switch {
+	case ev.Type == mvccpb.DELETE:
+		// The next Acquire need not read first.
+		s.known.free(sb.name)
+		st.created = 0
+		waiter, ok := st.choose(ev.Kv.ModRevision)
+		s.watches.wake(sb, !ok, waiter)
+	case ev.Kv.CreateRevision != st.created:
+		if st.created != 0 {
+			s.watches.wake(sb, true, "")
+		}
+		st.created = ev.Kv.CreateRevision
+	}
+}
+
+// Stop implements lease.Watch: the Watch receives no more wake-ups. The
+// name's etcd watch stays for the Locker's next Watch of the name (see
+// watches); Stop sends nothing.
 func (w *watch) Stop() {
-	w.stopAfter()
-	w.cancel()
-	<-w.done
+	w.end()
+	w.ws.mu.Lock()
+	stop := w.stopAfter
+	w.ws.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+}
+
+// end takes the Watch out of its subscription, at Stop or when the
+// Watch's context ends.
+func (w *watch) end() {
+	w.once.Do(func() { w.ws.leave(w) })
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 	"github.com/leasekit/lease/internal/etcdtest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/goleak"
@@ -112,11 +113,13 @@ func TestWatchIgnoresRenewals(t *testing.T) {
 	}
 }
 
-// TestWatchStopLeavesNoGoroutine: Stop, the end of the Watch's context
-// and the Locker's Close each end the Watch's goroutine, and the watch
-// stream's once no watch is left.
+// TestWatchStopLeavesNoGoroutine: Stop and the end of the Watch's context
+// leave the name's subscription lingering, whose goroutine ends once it
+// has lingered long enough (lingerTime; shortened here), and the watch
+// stream's once no watch is left; Close ends them at once.
 func TestWatchStopLeavesNoGoroutine(t *testing.T) {
 	l, _ := newLocker(t)
+	l.s.watches.linger = 2 * time.Second
 	ctx := t.Context()
 	if _, err := l.Inspect(ctx, "warm-up"); !errors.Is(err, lease.ErrNotHeld) {
 		t.Fatal(err)
@@ -139,8 +142,19 @@ func TestWatchStopLeavesNoGoroutine(t *testing.T) {
 	w1.Stop()
 	cancel()
 	w3.Stop()
+	// The end of w2's context reaches it in a goroutine of its own.
+	for i := 0; i < 100 && l.s.watches.lingering() < 3; i++ {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := l.s.watches.lingering(); n != 3 {
+		t.Fatalf("%d subscriptions linger after their Watches stopped, want 3", n)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for goleak.Find(before) != nil && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
 	if err := goleak.Find(before); err != nil {
-		t.Fatalf("after Stop and the end of the context: %v", err)
+		t.Fatalf("after Stop and the end of the context, and the linger time: %v", err)
 	}
 	_ = w2
 
@@ -180,29 +194,27 @@ func TestWatchSharesOneStream(t *testing.T) {
 	}
 }
 
-// followFrom runs s.follow on ch until the test ends, and returns the
-// channel it wakes.
+// followFrom runs s.follow on ch, as the watch of name's key (its marks'
+// watch never answers), until the test ends, and returns the channel of
+// a Watch of name that it wakes.
 func followFrom(t *testing.T, s *store, name string, ch clientv3.WatchChan) <-chan struct{} {
 	t.Helper()
-	cw, ok := s.watches.start(s.client)
-	if !ok {
-		t.Fatal("the Locker is closed")
+	w := &watch{Signal: driver.NewSignal(), ws: &s.watches}
+	sb, cw, ctx, ok, err := s.watches.install(s.client, s.life, name, w, func() *sub {
+		return &sub{name: name, key: s.key(name), marks: s.marksPrefix(name), watches: map[*watch]struct{}{}, poke: make(chan struct{}, 1)}
+	})
+	if err != nil || !ok {
+		t.Fatalf("install a subscription to %q: %v, %v", name, ok, err)
 	}
-	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(t.Context()))
-	woke := make(chan struct{}, 1)
 	done := make(chan struct{})
 	go func() {
 		defer s.watches.wg.Done()
 		defer close(done)
-		s.follow(ctx, cw, name, s.key(name), ch, 0, func() {
-			select {
-			case woke <- struct{}{}:
-			default:
-			}
-		})
+		defer sb.cancel()
+		s.follow(ctx, cw, sb, seen{marks: map[string]markSeen{}}, func() {}, [2]clientv3.WatchChan{ch, make(chan clientv3.WatchResponse)})
 	}()
-	t.Cleanup(func() { cancel(); <-done })
-	return woke
+	t.Cleanup(func() { sb.cancel(); <-done })
+	return w.Changed()
 }
 
 // releaseWakes checks that, once a cancelled watch on name woke, a
@@ -255,9 +267,9 @@ func TestWatchCompactedIsSetUpAgain(t *testing.T) {
 	if _, err := l.s.client.Compact(ctx, r.Header.Revision, clientv3.WithCompactPhysical()); err != nil {
 		t.Fatal(err)
 	}
-	cw, _ := l.s.watches.start(l.s.client)
+	cw := clientv3.NewWatcher(l.s.client)
+	defer cw.Close()
 	ch := cw.Watch(clientv3.WithRequireLeader(ctx), l.s.key(name), clientv3.WithRev(r.Header.Revision-1))
-	l.s.watches.wg.Done()
 	woke := followFrom(t, l.s, name, ch)
 	releaseWakes(t, l, name, woke)
 }
@@ -285,6 +297,12 @@ func (h *handoff) Acquire(ctx context.Context, name, owner string, ttl time.Dura
 		h.once.Do(func() { close(h.busy) })
 	}
 	return ls, err
+}
+
+// WatchTurn hides the Locker's turns, so that Run waits with Watch and
+// attempts with Acquire, which the handoff records.
+func (h *handoff) WatchTurn(context.Context, string) (lease.Watch, error) {
+	return nil, errors.ErrUnsupported
 }
 
 // Watch wraps the Locker's Watch to record its wake-ups.

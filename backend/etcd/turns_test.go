@@ -1,0 +1,574 @@
+package etcdlease
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
+	"github.com/leasekit/lease/internal/faultproxy"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// turnLockers returns n Lockers on one prefix, each on a client of its
+// own with its own wire.
+func turnLockers(t *testing.T, n int) ([]*Locker, []*wire) {
+	t.Helper()
+	prefix := randomPrefix()
+	ls, ws := make([]*Locker, n), make([]*wire, n)
+	for i := range n {
+		ws[i] = newWire()
+		ls[i] = mustNew(t, newClient(t, testEndpoints, ws[i]), WithPrefix(prefix))
+	}
+	return ls, ws
+}
+
+// turnWatch starts waiter's turn Watch of name on l, stopped when t ends.
+func turnWatch(t *testing.T, l *Locker, name, waiter string) lease.Watch {
+	t.Helper()
+	w, err := l.s.WatchTurn(t.Context(), name, waiter)
+	if err != nil {
+		t.Fatalf("WatchTurn(%q, %q): %v", name, waiter, err)
+	}
+	t.Cleanup(w.Stop)
+	return w
+}
+
+// wait is AcquireOrWait of name by owner for waiter, which must find it
+// held by another owner.
+func wait(t *testing.T, l *Locker, name, owner, waiter string, keep bool) {
+	t.Helper()
+	got, err := l.s.AcquireOrWait(t.Context(), name, owner, time.Minute, driver.Mark{Waiter: waiter, Life: lease.MarkLife, Keep: keep})
+	if err != nil {
+		t.Fatalf("AcquireOrWait(%q, %q): %v", name, owner, err)
+	}
+	if got.Owner == owner {
+		t.Fatalf("AcquireOrWait(%q, %q) acquired; want it held by another owner", name, owner)
+	}
+}
+
+// take is AcquireOrWait of name by owner for waiter, which must acquire.
+func take(t *testing.T, l *Locker, name, owner, waiter string, keep bool) driver.Tenure {
+	t.Helper()
+	got, err := l.s.AcquireOrWait(t.Context(), name, owner, time.Minute, driver.Mark{Waiter: waiter, Life: lease.MarkLife, Keep: keep})
+	if err != nil {
+		t.Fatalf("AcquireOrWait(%q, %q): %v", name, owner, err)
+	}
+	if got.Owner != owner || got.Token == 0 {
+		t.Fatalf("AcquireOrWait(%q, %q) = %+v; want it acquired", name, owner, got)
+	}
+	return got
+}
+
+// marksOf reads the marks of name, oldest first.
+func marksOf(t *testing.T, l *Locker, name string) []*mvccpb.KeyValue {
+	t.Helper()
+	r, err := l.s.client.Get(t.Context(), l.s.marksPrefix(name), clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.Kvs
+}
+
+// waitersOf are the waiters of name's marks, oldest first.
+func waitersOf(t *testing.T, l *Locker, name string) []string {
+	t.Helper()
+	var out []string
+	for _, kv := range marksOf(t, l, name) {
+		out = append(out, markWaiter(string(kv.Key), l.s.marksPrefix(name)))
+	}
+	return out
+}
+
+// quietFor fails t if c receives within d.
+func quietFor(t *testing.T, c <-chan struct{}, d time.Duration, what string) {
+	t.Helper()
+	select {
+	case <-c:
+		t.Fatalf("%s was woken", what)
+	case <-time.After(d):
+	}
+}
+
+const turnQuiet = 300 * time.Millisecond
+
+// TestTurnWakesOnlyTheOldestMark: a Release, a ForceRelease and an expiry
+// each wake the turn Watch of the Locker whose mark is oldest, and no
+// other turn Watch (not one of a Locker without a mark either), while a
+// plain Watch wakes every time; the Locker that takes its turn loses its
+// mark, so the next release wakes the next one.
+func TestTurnWakesOnlyTheOldestMark(t *testing.T) {
+	ls, _ := turnLockers(t, 4)
+	holder, a, b, c := ls[0], ls[1], ls[2], ls[3]
+	ctx := t.Context()
+	name := uniqueName("turn")
+	wA, wB, wC := turnWatch(t, a, name, "waiter-a"), turnWatch(t, b, name, "waiter-b"), turnWatch(t, c, name, "waiter-c")
+	plain, err := c.Watch(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Stop()
+	all := []lease.Watch{wA, wB, wC, plain}
+	drainAll := func() {
+		for _, w := range all {
+			drain(w.Changed())
+		}
+	}
+	held, err := holder.Acquire(ctx, name, "holder", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait(t, a, name, "owner-a", "waiter-a", false)
+	wait(t, b, name, "owner-b", "waiter-b", false)
+	wait(t, a, name, "owner-a", "waiter-a", false) // renewing keeps the place
+	if got := waitersOf(t, a, name); len(got) != 2 || got[0] != "waiter-a" || got[1] != "waiter-b" {
+		t.Fatalf("marks %v, want [waiter-a waiter-b]", got)
+	}
+	drainAll()
+	if err := holder.Release(ctx, held); err != nil {
+		t.Fatal(err)
+	}
+	wakeWithin(t, wA.Changed(), 5*time.Second, "a's turn Watch (oldest mark) at a Release")
+	wakeWithin(t, plain.Changed(), 5*time.Second, "a plain Watch at a Release")
+	quietFor(t, wB.Changed(), turnQuiet, "b's turn Watch (newer mark) at a Release")
+	quietFor(t, wC.Changed(), 0, "c's turn Watch (no mark) at a Release")
+
+	gotA := take(t, a, name, "owner-a", "waiter-a", false)
+	if got := waitersOf(t, a, name); len(got) != 1 || got[0] != "waiter-b" {
+		t.Fatalf("marks after a took its turn: %v, want [waiter-b]", got)
+	}
+	drainAll()
+	if ok, err := a.s.Release(ctx, gotA); err != nil || !ok {
+		t.Fatal(err)
+	}
+	wakeWithin(t, wB.Changed(), 5*time.Second, "b's turn Watch (the only mark) at a Release")
+	wakeWithin(t, plain.Changed(), 5*time.Second, "a plain Watch at a Release")
+	quietFor(t, wA.Changed(), turnQuiet, "a's turn Watch (its mark went when it acquired)")
+	quietFor(t, wC.Changed(), 0, "c's turn Watch (no mark)")
+
+	// A ForceRelease: b's mark is still the oldest.
+	if _, err := holder.Acquire(ctx, name, "holder", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	wait(t, a, name, "owner-a", "waiter-a", false)
+	wait(t, b, name, "owner-b", "waiter-b", false)
+	drainAll()
+	if _, ok, err := holder.s.ForceRelease(ctx, name); err != nil || !ok {
+		t.Fatalf("ForceRelease: %v, %v", ok, err)
+	}
+	wakeWithin(t, wB.Changed(), 5*time.Second, "b's turn Watch (oldest mark) at a ForceRelease")
+	wakeWithin(t, plain.Changed(), 5*time.Second, "a plain Watch at a ForceRelease")
+	quietFor(t, wA.Changed(), turnQuiet, "a's turn Watch (newer mark) at a ForceRelease")
+
+	// An expiry: etcd deletes the key when its lease ends.
+	ttl := shortestTTL(t, testEndpoints)
+	if _, err := holder.Acquire(ctx, name, "holder", ttl); err != nil {
+		t.Fatal(err)
+	}
+	wait(t, b, name, "owner-b", "waiter-b", false)
+	wait(t, a, name, "owner-a", "waiter-a", false)
+	drainAll()
+	wakeWithin(t, wB.Changed(), ttl+5*time.Second, "b's turn Watch (oldest mark) at an expiry")
+	quietFor(t, wA.Changed(), turnQuiet, "a's turn Watch (newer mark) at an expiry")
+	quietFor(t, wC.Changed(), 0, "c's turn Watch (no mark) at an expiry")
+}
+
+// TestAcquireOrWaitMarksInOneTransaction: a busy AcquireOrWait places the
+// mark in its one transaction, on an etcd lease of MarkLife; the next
+// one, by a Locker that knows the name held, writes nothing and keeps
+// the mark's place; the one that acquires takes the mark away in its
+// transaction, or, with Keep, puts it at the back of the line.
+func TestAcquireOrWaitMarksInOneTransaction(t *testing.T) {
+	ls, ws := turnLockers(t, 3)
+	holder, a, b := ls[0], ls[1], ls[2]
+	ctx := t.Context()
+	name := uniqueName("marks")
+	held, err := holder.Acquire(ctx, name, "holder", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.settle()
+	ws[1].take()
+	wait(t, a, name, "owner-a", "waiter-a", false)
+	if m, n := ws[1].take(); n == 0 || ws[1].count(m, "Txn") != 1 {
+		t.Fatalf("a busy AcquireOrWait sent %v, want one Txn", m)
+	}
+	first := marksOf(t, a, name)
+	if len(first) != 1 || first[0].Lease == 0 {
+		t.Fatalf("marks after a busy AcquireOrWait: %v, want one on an etcd lease", first)
+	}
+	ttl, err := a.s.client.TimeToLive(ctx, clientv3.LeaseID(first[0].Lease))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if life := int64(lease.MarkLife / time.Second); ttl.TTL <= 0 || ttl.TTL > life || ttl.GrantedTTL != life {
+		t.Fatalf("the mark's lease: TTL %d of %d, want at most %d of %d", ttl.TTL, ttl.GrantedTTL, life, life)
+	}
+	rev := first[0].ModRevision
+	wait(t, a, name, "owner-a", "waiter-a", false)
+	again := marksOf(t, a, name)
+	if len(again) != 1 || again[0].CreateRevision != first[0].CreateRevision || again[0].ModRevision != rev {
+		t.Fatalf("a second busy AcquireOrWait changed the mark: %v, then %v", first, again)
+	}
+	wait(t, b, name, "owner-b", "waiter-b", false)
+
+	// a's turn Watch sees the release, so a knows the name is free.
+	wA := turnWatch(t, a, name, "waiter-a")
+	if err := holder.Release(ctx, held); err != nil {
+		t.Fatal(err)
+	}
+	wakeWithin(t, wA.Changed(), 5*time.Second, "a's turn Watch")
+	ws[1].take()
+	gotA := take(t, a, name, "owner-a", "waiter-a", true)
+	if m, _ := ws[1].take(); ws[1].count(m, "Txn") != 1 {
+		t.Fatalf("an AcquireOrWait that acquired sent %v, want one Txn", m)
+	}
+	if got := waitersOf(t, a, name); len(got) != 2 || got[0] != "waiter-b" || got[1] != "waiter-a" {
+		t.Fatalf("marks after a acquired with Keep: %v, want [waiter-b waiter-a]", got)
+	}
+	if ok, err := a.s.Release(ctx, gotA); err != nil || !ok {
+		t.Fatal(err)
+	}
+	gotB := take(t, b, name, "owner-b", "waiter-b", false)
+	if got := waitersOf(t, a, name); len(got) != 1 || got[0] != "waiter-a" {
+		t.Fatalf("marks after b acquired: %v, want [waiter-a]", got)
+	}
+	// Re-entry takes the mark away too.
+	wait(t, b, name, "owner-b2", "waiter-b", false)
+	if got := waitersOf(t, a, name); len(got) != 2 {
+		t.Fatalf("marks after b waited again: %v, want two", got)
+	}
+	if got := take(t, b, name, "owner-b", "waiter-b", false); got.Token != gotB.Token {
+		t.Fatalf("re-entry: token %d, want %d", got.Token, gotB.Token)
+	}
+	if got := waitersOf(t, a, name); len(got) != 1 || got[0] != "waiter-a" {
+		t.Fatalf("marks after b re-entered: %v, want [waiter-a]", got)
+	}
+}
+
+// count is how many calls of method the summary m (from take) lists.
+func (w *wire) count(m string, method string) int {
+	for _, part := range strings.Fields(m) {
+		if k, v, ok := strings.Cut(part, "×"); ok && k == method {
+			n, _ := strconv.Atoi(v)
+			return n
+		}
+	}
+	return 0
+}
+
+// TestLapsedMarkIsSkipped: a mark its waiter stops renewing ends with its
+// etcd lease, by etcd's clock, and a release then wakes the Locker whose
+// newer mark lives.
+func TestLapsedMarkIsSkipped(t *testing.T) {
+	ls, _ := turnLockers(t, 3)
+	holder, a, b := ls[0], ls[1], ls[2]
+	ctx := t.Context()
+	name := uniqueName("lapse")
+	wA, wB := turnWatch(t, a, name, "waiter-a"), turnWatch(t, b, name, "waiter-b")
+	held, err := holder.Acquire(ctx, name, "holder", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.s.AcquireOrWait(ctx, name, "owner-a", time.Minute, driver.Mark{Waiter: "waiter-a", Life: time.Second}); !errors.Is(err, nil) {
+		t.Fatal(err)
+	}
+	wait(t, b, name, "owner-b", "waiter-b", false)
+	deadline := time.Now().Add(10 * time.Second)
+	for len(marksOf(t, a, name)) > 1 && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if got := waitersOf(t, a, name); len(got) != 1 || got[0] != "waiter-b" {
+		t.Fatalf("marks once a's lapsed: %v, want [waiter-b]", got)
+	}
+	drain(wA.Changed())
+	drain(wB.Changed())
+	if err := holder.Release(ctx, held); err != nil {
+		t.Fatal(err)
+	}
+	wakeWithin(t, wB.Changed(), 5*time.Second, "b's turn Watch (the live mark)")
+	quietFor(t, wA.Changed(), turnQuiet, "a's turn Watch (its mark lapsed)")
+}
+
+// TestStopWaitingRemovesTheMark: StopWaiting deletes the waiter's mark,
+// and so does the Locker's last turn Watch of a name when it stops; a
+// release then wakes the next waiter.
+func TestStopWaitingRemovesTheMark(t *testing.T) {
+	ls, _ := turnLockers(t, 3)
+	holder, a, b := ls[0], ls[1], ls[2]
+	ctx := t.Context()
+	name := uniqueName("stop")
+	wA, wB := turnWatch(t, a, name, "waiter-a"), turnWatch(t, b, name, "waiter-b")
+	held, err := holder.Acquire(ctx, name, "holder", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait(t, a, name, "owner-a", "waiter-a", false)
+	wait(t, b, name, "owner-b", "waiter-b", false)
+	if err := a.s.StopWaiting(ctx, name, "waiter-a"); err != nil {
+		t.Fatal(err)
+	}
+	if got := waitersOf(t, a, name); len(got) != 1 || got[0] != "waiter-b" {
+		t.Fatalf("marks after StopWaiting: %v, want [waiter-b]", got)
+	}
+	if err := a.s.StopWaiting(ctx, name, "waiter-a"); err != nil {
+		t.Fatalf("StopWaiting without a mark: %v", err)
+	}
+	drain(wA.Changed())
+	drain(wB.Changed())
+	if err := holder.Release(ctx, held); err != nil {
+		t.Fatal(err)
+	}
+	wakeWithin(t, wB.Changed(), 5*time.Second, "b's turn Watch")
+	quietFor(t, wA.Changed(), turnQuiet, "a's turn Watch (it stopped waiting)")
+
+	// Through the Locker: its last turn Watch's Stop takes its mark away.
+	name = uniqueName("stop-locker")
+	if _, err := holder.Acquire(ctx, name, "holder", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	w, err := a.WatchTurn(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.AcquireOrWait(ctx, name, "owner-a", time.Minute); !errors.Is(err, lease.ErrHeld) {
+		t.Fatalf("AcquireOrWait of a held name: %v, want ErrHeld", err)
+	}
+	if got := marksOf(t, a, name); len(got) != 1 {
+		t.Fatalf("marks after the Locker's AcquireOrWait: %v, want one", got)
+	}
+	w.Stop()
+	if got := marksOf(t, a, name); len(got) != 0 {
+		t.Fatalf("marks after the Locker's turn Watch stopped: %v, want none", got)
+	}
+}
+
+// TestTurnWithoutMarksWakesAll: with no mark, a release wakes every turn
+// Watch, of every Locker.
+func TestTurnWithoutMarksWakesAll(t *testing.T) {
+	ls, _ := turnLockers(t, 3)
+	holder := ls[0]
+	ctx := t.Context()
+	name := uniqueName("nomark")
+	ws := []lease.Watch{turnWatch(t, ls[1], name, "waiter-a"), turnWatch(t, ls[2], name, "waiter-b"), turnWatch(t, ls[2], name, "waiter-c")}
+	held, err := holder.Acquire(ctx, name, "holder", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range ws {
+		drain(w.Changed())
+	}
+	if err := holder.Release(ctx, held); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range ws {
+		wakeWithin(t, w.Changed(), 5*time.Second, "a turn Watch at a release with no mark")
+	}
+}
+
+// TestTurnWatchWakesAfterADroppedConnection: a waiter whose connection
+// is reset while the name is released is woken once its client is back:
+// clientv3 resumes the watches from their last revision, so the release
+// is not missed (and a watch that cannot resume is set up again, with a
+// wake-up).
+func TestTurnWatchWakesAfterADroppedConnection(t *testing.T) {
+	ls, _ := turnLockers(t, 1)
+	holder := ls[0]
+	p := faultproxy.StartT(t, testEndpoints[0])
+	a := mustNew(t, newClient(t, []string{p.Addr()}, nil), WithPrefix(holder.s.prefix))
+	ctx := t.Context()
+	name := uniqueName("dropped")
+	w := turnWatch(t, a, name, "waiter-a")
+	held, err := holder.Acquire(ctx, name, "holder", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait(t, a, name, "owner-a", "waiter-a", false)
+	drain(w.Changed())
+	p.Stall(faultproxy.Both)
+	p.Reset()
+	if err := holder.Release(ctx, held); err != nil {
+		t.Fatal(err)
+	}
+	p.Clear()
+	wakeWithin(t, w.Changed(), 10*time.Second, "a turn Watch whose connection was reset at the release")
+}
+
+// TestMarksLeaveNothingBehind: waiters that give up leave no mark (with
+// StopWaiting) or marks that end with their etcd lease (a Locker that
+// closed), and no key under the prefix lacks an etcd lease.
+func TestMarksLeaveNothingBehind(t *testing.T) {
+	ls, _ := turnLockers(t, 3)
+	holder, a, b := ls[0], ls[1], ls[2]
+	ctx := t.Context()
+	name := uniqueName("behind")
+	held, err := holder.Acquire(ctx, name, "holder", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, l := range []*Locker{a, b} {
+		turnWatch(t, l, name, "waiter-"+strconv.Itoa(i))
+		wait(t, l, name, "owner", "waiter-"+strconv.Itoa(i), false)
+	}
+	r, err := holder.s.client.Get(ctx, holder.s.prefix, clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Kvs) != 3 {
+		t.Fatalf("%d keys under the prefix, want the tenure and two marks", len(r.Kvs))
+	}
+	for _, kv := range r.Kvs {
+		if kv.Lease == 0 {
+			t.Fatalf("key %q has no etcd lease", kv.Key)
+		}
+	}
+	// b closes without a word: its mark ends with its lease.
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := holder.Release(ctx, held); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.s.StopWaiting(ctx, name, "waiter-0"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(lease.MarkLife + 5*time.Second)
+	for {
+		r, err := holder.s.client.Get(ctx, holder.s.prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Count == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d keys left under the prefix %s after the marks' life", r.Count, lease.MarkLife)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// TestTurnChoiceInRevisionOrder: the two watches' events are judged in
+// revision order whatever order their channels deliver them in: a mark
+// deleted before a release does not get the turn.
+func TestTurnChoiceInRevisionOrder(t *testing.T) {
+	l, _ := newLocker(t)
+	name := uniqueName("order")
+	marks := l.s.marksPrefix(name)
+	wA := &watch{Signal: driver.NewSignal(), ws: &l.s.watches, turn: true, waiter: "waiter-a"}
+	wB := &watch{Signal: driver.NewSignal(), ws: &l.s.watches, turn: true, waiter: "waiter-b"}
+	sb, cw, ctx, ok, err := l.s.watches.install(l.s.client, l.s.life, name, wA, func() *sub {
+		return &sub{name: name, key: l.s.key(name), marks: marks, watches: map[*watch]struct{}{}, poke: make(chan struct{}, 1)}
+	})
+	if err != nil || !ok {
+		t.Fatalf("install: %v, %v", ok, err)
+	}
+	l.s.watches.mu.Lock()
+	l.s.watches.add(sb, wB)
+	l.s.watches.mu.Unlock()
+	keys, marked := make(chan clientv3.WatchResponse, 1), make(chan clientv3.WatchResponse, 1)
+	keyA, keyB := marks+"waiter-a\xff01", marks+"waiter-b\xff01"
+	// The release (revision 10) comes first on its channel; a's mark was
+	// deleted at revision 9.
+	keys <- clientv3.WatchResponse{Events: []*clientv3.Event{{Type: mvccpb.DELETE, Kv: &mvccpb.KeyValue{Key: []byte(sb.key), ModRevision: 10}}}}
+	marked <- clientv3.WatchResponse{Events: []*clientv3.Event{{Type: mvccpb.DELETE, Kv: &mvccpb.KeyValue{Key: []byte(keyA), ModRevision: 9}}}}
+	st := seen{created: 2, marks: map[string]markSeen{keyA: {"waiter-a", 3}, keyB: {"waiter-b", 4}}}
+	done := make(chan struct{})
+	go func() {
+		defer l.s.watches.wg.Done()
+		defer close(done)
+		defer sb.cancel()
+		l.s.follow(ctx, cw, sb, st, func() {}, [2]clientv3.WatchChan{keys, marked})
+	}()
+	defer func() { sb.cancel(); <-done }()
+	wakeWithin(t, wB.Changed(), 5*time.Second, "b (the oldest mark at the release)")
+	quietFor(t, wA.Changed(), turnQuiet, "a (its mark went before the release)")
+}
+
+// TestWatchLingersAndIsReused: Stop sends nothing; a Watch of a name that
+// a stopped Watch of the Locker watched sends nothing either, and wakes
+// at the next release.
+func TestWatchLingersAndIsReused(t *testing.T) {
+	l, w := newLocker(t)
+	ctx := t.Context()
+	name := uniqueName("linger")
+	first, err := l.Watch(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // the watches' creation goes out
+	l.settle()
+	w.take()
+	first.Stop()
+	turn, err := l.s.WatchTurn(ctx, name, "waiter")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer turn.Stop()
+	plain, err := l.Watch(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Stop()
+	if m, n := w.take(); n != 0 {
+		t.Fatalf("Stop and two Watches of a lingering name sent %v, want nothing", m)
+	}
+	held, err := l.Acquire(ctx, name, "holder", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	drain(plain.Changed())
+	drain(turn.Changed())
+	if err := l.Release(ctx, held); err != nil {
+		t.Fatal(err)
+	}
+	wakeWithin(t, plain.Changed(), 5*time.Second, "a plain Watch on a lingering subscription")
+	wakeWithin(t, turn.Changed(), 5*time.Second, "a turn Watch on a lingering subscription")
+}
+
+// TestLingeringIsBounded: past maxIdle lingering subscriptions the one
+// idle longest ends, and a lingering one ends after the linger time; a
+// Watch of its name then sets the watch up again.
+func TestLingeringIsBounded(t *testing.T) {
+	l, w := newLocker(t)
+	l.s.watches.maxIdle = 2
+	l.s.watches.linger = 500 * time.Millisecond
+	ctx := t.Context()
+	names := []string{uniqueName("bound"), uniqueName("bound"), uniqueName("bound")}
+	for _, name := range names {
+		x, err := l.Watch(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		x.Stop()
+	}
+	if n := l.s.watches.lingering(); n != 2 {
+		t.Fatalf("%d subscriptions linger, want 2", n)
+	}
+	l.s.watches.mu.Lock()
+	_, first := l.s.watches.subs[names[0]]
+	l.s.watches.mu.Unlock()
+	if first {
+		t.Fatal("the subscription idle longest still lingers")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for l.s.watches.lingering() > 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := l.s.watches.lingering(); n != 0 {
+		t.Fatalf("%d subscriptions still linger after the linger time", n)
+	}
+	w.take()
+	x, err := l.Watch(ctx, names[2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Stop()
+	if m, _ := w.take(); w.count(m, "Txn") != 1 {
+		t.Fatalf("a Watch after its subscription ended sent %v, want one Txn (the read)", m)
+	}
+}
