@@ -122,6 +122,10 @@ type FairAcquirer interface {
 // (its process died with its mark in place, a notification was lost)
 // costs the others at most the mark's life, and Run's waiters try again
 // at least every two seconds whatever they hear.
+//
+// Run's waiting attempts go through AcquireOrWait, not Acquire: a type
+// that wraps a TurnWaiter to change what Acquire does must change
+// AcquireOrWait too, or hide it.
 type TurnWaiter interface {
 	Waiter
 	// WatchTurn is Watch for this Locker's turn: its Changed channel

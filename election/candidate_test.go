@@ -410,6 +410,15 @@ func (f *flaky) Acquire(ctx context.Context, name, owner string, ttl time.Durati
 	return f.Locker.Acquire(ctx, name, owner, ttl)
 }
 
+// AcquireOrWait fails as Acquire does: a waiting candidate's attempts go
+// through it.
+func (f *flaky) AcquireOrWait(ctx context.Context, name, owner string, ttl time.Duration) (lease.Lease, error) {
+	if f.failures.Add(-1) >= 0 {
+		return lease.Lease{}, errOutage
+	}
+	return f.Locker.AcquireOrWait(ctx, name, owner, ttl)
+}
+
 // A store outage while campaigning is retried with backoff, not returned.
 func TestCampaignRetriesStoreErrors(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
