@@ -6,7 +6,7 @@
 -- A name's marks are two sorted sets in the slot of its other keys:
 --
 --   <base>:marks   waiter ID -> the server's TIME in microseconds when its
---                  mark was placed: its place in line
+--                  mark was placed (see marks_place): its place in line
 --   <base>:lapses  waiter ID -> the TIME in microseconds when it lapses
 --
 -- A mark is live until its lapse. Both keys expire (PEXPIRE) when the
@@ -53,6 +53,19 @@ local function marks_first(marks, lapses)
     -- A place without a lapse was not written by these scripts.
     redis.call('ZREM', marks, first[1])
   end
+end
+
+-- marks_place places waiter's mark at the back of the line: at now
+-- (microseconds), or a microsecond after the last mark when that is not
+-- below now (marks placed within one microsecond, or a clock stepped
+-- back), so that the line keeps the order in which marks came.
+local function marks_place(marks, waiter, now)
+  local at = now
+  local last = redis.call('ZRANGE', marks, -1, -1, 'WITHSCORES')
+  if #last == 2 and tonumber(last[2]) >= at then
+    at = tonumber(last[2]) + 1
+  end
+  redis.call('ZADD', marks, string.format('%.0f', at), waiter)
 end
 
 -- marks_keep_until makes both keys last at least ms milliseconds more:

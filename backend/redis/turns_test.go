@@ -680,3 +680,26 @@ func TestTurnWatchOnRingIsUnsupported(t *testing.T) {
 		t.Fatalf("WatchTurn on a Ring: %v, want ErrUnsupported", err)
 	}
 }
+
+// TestTurnMarksKeepTheirOrder: marks placed while the server's clock
+// stands still (within one microsecond, or a clock stepped back) still
+// line up in the order they came, not by waiter ID.
+func TestTurnMarksKeepTheirOrder(t *testing.T) {
+	_, c, _ := newMiniredis(t) // its TIME stands still until advanced
+	const name = "jobs/order"
+	holder := mustNew(t, c)
+	defer holder.Close()
+	mustAcquire(t, holder, name, "holder")
+	var want []string
+	for i := range 6 {
+		l := mustNew(t, c)
+		defer l.Close()
+		watchTurn(t, l, name)
+		waitTurn(t, l, name, "waiter-"+strconv.Itoa(i))
+		got := marksOf(t, c, "lease:", name)
+		if len(got) != i+1 || !slices.Equal(got[:i], want) {
+			t.Fatalf("marks after %d waiters: %q, want %q and the new one last", i+1, got, want)
+		}
+		want = got
+	}
+}

@@ -24,9 +24,8 @@ local wcur = redis.call('HMGET', KEYS[1], 'name', 'owner')
 if not wcur[1] or wcur[1] == ARGV[1] then
   local busy = wcur[1] and wcur[2] ~= ARGV[2]
   if busy or ARGV[6] == '1' then
-    local at = string.format('%.0f', wnow)
     if not busy or not redis.call('ZSCORE', KEYS[3], ARGV[4]) then
-      redis.call('ZADD', KEYS[3], at, ARGV[4])
+      marks_place(KEYS[3], ARGV[4], wnow)
     end
     redis.call('ZADD', KEYS[4], string.format('%.0f', wnow + tonumber(ARGV[5]) * 1000), ARGV[4])
     marks_keep_until(KEYS[3], KEYS[4], ARGV[5])
