@@ -55,6 +55,8 @@
 //	<prefix>{<base64url(sha256(name))>}:lease             hash of name, owner, token, acquired; expires by PEXPIRE
 //	<prefix>{<base64url(sha256(name))>}:token             the name's last token; expires 10 minutes after the server's clock passes it
 //	<prefix>{<base64url(sha256(name))>}:released:<token>  the nonce of the Release that ended that tenure; expires after a minute
+//	<prefix>{<base64url(sha256(name))>}:marks             waiting Lockers' marks by placement (see "Waiting" below); expires with the last mark
+//	<prefix>{<base64url(sha256(name))>}:lapses            when each mark lapses; expires with the last mark
 //
 // The hash tag is a digest, so any name (braces, NUL, 1024 bytes) gives
 // fixed-length keys; the full name is stored in the lease hash and checked
@@ -77,9 +79,12 @@
 //
 // Acquire, Renew, Release, Inspect and ForceRelease each run one Lua
 // script (acquire.lua, renew.lua, release.lua, inspect.lua,
-// force_release.lua in this directory) as one EVALSHA: one round trip, or
-// two the first time a server lacks the script (EVALSHA, then EVAL). Open
-// loads them up front.
+// force_release.lua in this directory; release.lua and force_release.lua
+// after marks.lua) as one EVALSHA: one round trip, or two the first time a
+// server lacks the script (EVALSHA, then EVAL). So do AcquireOrWait
+// (marks.lua, wait.lua and acquire.lua in one script) and StopWaiting
+// (unmark.lua); Watch, WatchTurn and their Stop are described under
+// "Waiting" below. Open loads every script up front.
 //
 // The Locker is a lease.BatchRenewer: RenewBatch runs renew.lua for every
 // tenure, as Renew does, in pipelines of up to 1000 EVALSHA (one round
@@ -155,7 +160,7 @@
 // reply was lost just then, and whose resend reaches a server without the
 // tenure and without the marker, reports lease.ErrLost.
 //
-// # Waiting: Watch
+// # Waiting: Watch and WatchTurn
 //
 // The Locker is a lease.Waiter, so lease.Run's WithWait (and the election
 // package) wake when a busy name is released instead of polling. Every
@@ -167,16 +172,52 @@
 //
 // which has the hash tag of the name's keys. Watch subscribes to that
 // channel on one pub/sub connection per Locker, shared by all its Watches
-// (one subscription per name, however many Watches are on it, dropped
-// with the last), and returns once Redis has confirmed the subscription,
-// so no release after Watch returns goes unheard while the connection
-// holds. Pub/sub is fire-and-forget, so when that connection drops (a
-// read error, or two unanswered pings 2s apart on a silent one) every
-// Watch wakes, the Locker opens a new one and subscribes again, and every
-// Watch wakes once more when Redis confirms: a release while the
-// connection was down costs a spurious wake-up, never a missed one.
-// Watch gives up after 5s without a confirmation, and lease.Run then
-// polls; while a waiter watches, Run still tries again at least every 2s.
+// (one subscription per name, however many Watches are on it), and
+// returns once Redis has confirmed the subscription, so no release after
+// Watch returns goes unheard while the connection holds. Pub/sub is
+// fire-and-forget, so when that connection drops (a read error, or two
+// unanswered pings 2s apart on a silent one) every Watch wakes, the
+// Locker opens a new one and subscribes again, and every Watch wakes once
+// more when Redis confirms: a release while the connection was down costs
+// a spurious wake-up, never a missed one. Watch gives up after 5s without
+// a confirmation, and lease.Run then polls; while a waiter watches, Run
+// still tries again at least every 2s.
+//
+// Stopping a Watch sends nothing. When the last Watch of a name stops,
+// its subscription stays, idle, and a later Watch of the name uses it at
+// once, without a round trip; a message on it wakes no one. The goroutine
+// that reads the connection drops the subscriptions idle for 30 seconds,
+// many in one UNSUBSCRIBE, and keeps at most 1024 idle ones (beyond that
+// the oldest go at once, in one UNSUBSCRIBE); Close drops them all with
+// the connection.
+//
+// The Locker is also a lease.TurnWaiter: a release wakes one waiting
+// Locker, not every process that waits (lease.Run's WithWait uses it).
+// Each AcquireOrWait that finds the name held leaves the Locker's mark
+// (its random waiter ID) in the name's :marks sorted set, scored by the
+// server's TIME in microseconds when it was first placed, with the
+// instant it lapses (lease.MarkLife on, by the server's TIME) in :lapses;
+// the same script then attempts the acquisition, so it is one round trip,
+// as Acquire is. An AcquireOrWait that acquires removes the mark (or
+// places it at the back again, when the Locker has more callers waiting).
+// Release and ForceRelease drop the lapsed marks, choose the live one
+// placed first, and publish
+//
+//	<token> <waiter ID>
+//
+// or the token alone when no mark is live. A Watch from WatchTurn wakes
+// only at a message that names its Locker's waiter ID or names none (and
+// at every drop of the connection); a plain Watch wakes at every message.
+// A version of this package before marks publishes the token alone, so in
+// a fleet of mixed versions its releases wake every waiter, and its
+// Watches wake at every release of the new one: mixed versions herd as
+// before, but no waiter misses a release. When a Locker's last turn Watch
+// of a name stops while it has a mark, StopWaiting takes the mark away in
+// one round trip; if a release had chosen it (its mark was first and the
+// name is free), it passes the turn on to the next mark ("passed <waiter
+// ID>"). Both mark keys expire when their last mark lapses, so a waiter
+// that dies leaves nothing for longer than lease.MarkLife, and costs the
+// others at most that (lease.Run's waiters also try again every 2s).
 //
 // Expiry publishes nothing (the Locker does not rely on keyspace
 // notifications, which are off by default and not delivered across a
@@ -184,8 +225,8 @@
 // covers it by trying again at the holder's remaining time, which every
 // busy Acquire reports. The pub/sub connection and the goroutine that
 // reads it live from the first Watch until Close. A Ring client cannot
-// watch (its pub/sub connection would reach one shard): Watch reports
-// errors.ErrUnsupported there, and lease.Run polls.
+// watch (its pub/sub connection would reach one shard): Watch and
+// WatchTurn report errors.ErrUnsupported there, and lease.Run polls.
 //
 // # Errors
 //

@@ -1,13 +1,15 @@
 -- force_release.lua: end the current tenure of a name, whoever holds it.
+-- It runs after marks.lua (forceReleaseScript in scripts.go).
 --
 -- KEYS[1]  the lease hash (see acquire.lua)
+-- KEYS[2]  the marks, KEYS[3] the lapses (see marks.lua)
 -- ARGV[1]  the name
 --
 -- Returns {1, name, owner, token, pttl_ms, time_s, time_us, acquired_us}
 -- describing the tenure it ended (as inspect.lua), {0} when there was none.
 -- The token key is left alone, so the next tenure gets a larger token. Like
--- release.lua, it publishes the ended tenure's token to the name's
--- channel, <prefix>{<tag>}:free.
+-- release.lua, it publishes '<token> <waiter>' (or '<token>' alone when no
+-- mark is live) to the name's channel, <prefix>{<tag>}:free.
 
 if redis.replicate_commands then redis.replicate_commands() end
 
@@ -21,5 +23,10 @@ end
 local now = redis.call('TIME')
 local pttl = redis.call('PTTL', KEYS[1])
 redis.call('DEL', KEYS[1])
-redis.call('PUBLISH', string.sub(KEYS[1], 1, -7) .. ':free', cur[3])
+local msg = cur[3]
+local first = marks_first(KEYS[2], KEYS[3])
+if first then
+  msg = msg .. ' ' .. first
+end
+redis.call('PUBLISH', string.sub(KEYS[1], 1, -7) .. ':free', msg)
 return {1, cur[1], cur[2], cur[3], pttl, now[1], now[2], cur[4] or ''}

@@ -21,10 +21,13 @@ func (s *store) Inspect(ctx context.Context, name string) (driver.Tenure, bool, 
 // ForceRelease implements driver.ForceReleaser with one run of
 // force_release.lua: it deletes the current tenure of name, whoever holds
 // it, and returns it, or reports ok false when there is none. The name's
-// token key is left alone, so the next tenure gets a larger token.
+// token key is left alone, so the next tenure gets a larger token. Like
+// Release, it names the waiter whose turn it is in the message it
+// publishes.
 func (s *store) ForceRelease(ctx context.Context, name string) (driver.Tenure, bool, error) {
-	leaseKey := s.leaseKey(name)
-	v, err := forceReleaseScript.Run(ctx, s.client, []string{leaseKey}, name).Result()
+	tag := tagOf(name)
+	keys := []string{s.key(&tag, leaseSuffix, ""), s.key(&tag, marksSuffix, ""), s.key(&tag, lapsesSuffix, "")}
+	v, err := forceReleaseScript.Run(ctx, s.client, keys, name).Result()
 	if err != nil {
 		return driver.Tenure{}, false, callErr(ctx, err)
 	}

@@ -17,6 +17,8 @@ const (
 	releasedSuffix = ":released:" // + token: the marker of a release (release.lua)
 	queueSuffix    = ":queue"     // the waiting line of AcquireQueued (queue.lua)
 	placesSuffix   = ":places"    // when each place in the line lapses
+	marksSuffix    = ":marks"     // the waiters' marks by placement (marks.lua)
+	lapsesSuffix   = ":lapses"    // when each mark lapses
 )
 
 // tokenMemory is how long a name's last token is kept after the server's

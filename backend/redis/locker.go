@@ -13,10 +13,11 @@ import (
 )
 
 // Locker is a lease store on Redis. It implements lease.Locker,
-// lease.Lister, lease.ForceReleaser and lease.Waiter (see Watch in the
-// package documentation), and is safe for concurrent use.
-// Acquire, Renew, Release, Inspect and ForceRelease each take one round
-// trip: one Lua script (see the .lua files of this package).
+// lease.Lister, lease.ForceReleaser, lease.Waiter and lease.TurnWaiter
+// (see "Waiting" in the package documentation), and is safe for
+// concurrent use. Acquire, AcquireOrWait, Renew, Release, Inspect and
+// ForceRelease each take one round trip: one Lua script (see the .lua
+// files of this package).
 //
 // Close makes every later call fail with an error matching
 // lease.ErrClosed and ends the Watches' pub/sub connection; it closes the

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -29,6 +30,7 @@ type faultProxy struct {
 	blackhole bool
 	drop      func(args [][]byte) bool // lose the reply to the first command it matches
 	dropped   int
+	commands  []string // the name of each command the clients sent, in lower case
 
 	wg sync.WaitGroup
 }
@@ -78,6 +80,14 @@ func (p *faultProxy) DropReplyOnce(match func(args [][]byte) bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.drop = match
+}
+
+// Commands returns the names of the commands the clients have sent so
+// far, in lower case, in the order the proxy read them.
+func (p *faultProxy) Commands() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.commands...)
 }
 
 // Dropped is how many replies the proxy has lost.
@@ -153,6 +163,9 @@ func (c *proxyConn) requests() {
 		}
 		c.p.mu.Lock()
 		blackhole, drop := c.p.blackhole, c.p.drop
+		if len(args) > 0 {
+			c.p.commands = append(c.p.commands, strings.ToLower(string(args[0])))
+		}
 		c.p.mu.Unlock()
 		if blackhole {
 			continue

@@ -42,6 +42,9 @@ const releaseMarkerTTL = time.Minute
 // reports the release it already made instead of a lost lease; a second,
 // separate Release of the lease carries another nonce and reports it lost.
 // Nothing else reads the marker: a released name is free at once.
+//
+// The script also chooses whose turn it is among the name's waiters (see
+// turns.go) and names that waiter in the message it publishes.
 func (s *store) Release(ctx context.Context, t driver.Tenure) (bool, error) {
 	return s.release(ctx, t, nextNonce())
 }
@@ -67,7 +70,8 @@ func nextNonce() string {
 func (s *store) release(ctx context.Context, t driver.Tenure, nonce string) (bool, error) {
 	tag := tagOf(t.Name)
 	token := strconv.FormatUint(t.Token, 10)
-	n, err := releaseScript.Run(ctx, s.client, []string{s.key(&tag, leaseSuffix, ""), s.key(&tag, releasedSuffix, token)},
+	keys := []string{s.key(&tag, leaseSuffix, ""), s.key(&tag, releasedSuffix, token), s.key(&tag, marksSuffix, ""), s.key(&tag, lapsesSuffix, "")}
+	n, err := releaseScript.Run(ctx, s.client, keys,
 		t.Name, t.Owner, token, nonce, releaseMarkerTTL.Milliseconds()).Int64()
 	if err != nil {
 		return false, callErr(ctx, err)

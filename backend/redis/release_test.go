@@ -14,14 +14,19 @@ import (
 	redislease "github.com/leasekit/lease/backend/redis"
 )
 
-// isReleaseScript reports whether a command runs release.lua, by EVALSHA
-// or by EVAL.
+// isReleaseScript reports whether a command runs release.lua (after
+// marks.lua, as scripts.go assembles it), by EVALSHA or by EVAL.
 func isReleaseScript(t *testing.T) func(args [][]byte) bool {
 	t.Helper()
-	src, err := os.ReadFile("release.lua")
+	marks, err := os.ReadFile("marks.lua")
 	if err != nil {
 		t.Fatal(err)
 	}
+	release, err := os.ReadFile("release.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := append(append(marks, '\n'), release...)
 	sum := sha1.Sum(src)
 	sha := []byte(hex.EncodeToString(sum[:]))
 	return func(args [][]byte) bool {

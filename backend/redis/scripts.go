@@ -24,17 +24,34 @@ var (
 	queueSrc string
 	//go:embed dequeue.lua
 	dequeueSrc string
+	//go:embed marks.lua
+	marksSrc string
+	//go:embed wait.lua
+	waitHeadSrc string
+	//go:embed unmark.lua
+	unmarkBodySrc string
+
+	// The scripts that read or change waiters' marks (Release,
+	// ForceRelease, AcquireOrWait, StopWaiting) start with marks.lua's
+	// functions.
+	releaseFullSrc      = marksSrc + "\n" + releaseSrc
+	forceReleaseFullSrc = marksSrc + "\n" + forceReleaseSrc
+	// waitSrc is marks.lua, wait.lua and acquire.lua: AcquireOrWait.
+	waitSrc   = marksSrc + "\n" + waitHeadSrc + "\n" + acquireSrc
+	unmarkSrc = marksSrc + "\n" + unmarkBodySrc
 
 	acquireScript      = redis.NewScript(acquireSrc)
 	renewScript        = redis.NewScript(renewSrc)
-	releaseScript      = redis.NewScript(releaseSrc)
+	releaseScript      = redis.NewScript(releaseFullSrc)
 	inspectScript      = redis.NewScript(inspectSrc)
-	forceReleaseScript = redis.NewScript(forceReleaseSrc)
+	forceReleaseScript = redis.NewScript(forceReleaseFullSrc)
+	waitScript         = redis.NewScript(waitSrc)
+	unmarkScript       = redis.NewScript(unmarkSrc)
 	// fairScript is queue.lua with acquire.lua after it: AcquireQueued.
 	fairScript    = redis.NewScript(fairSrc)
 	fairSrc       = queueSrc + "\n" + acquireSrc
 	dequeueScript = redis.NewScript(dequeueSrc)
 
 	// allSources is every script's text, for SCRIPT LOAD.
-	allSources = []string{acquireSrc, renewSrc, releaseSrc, inspectSrc, forceReleaseSrc, fairSrc, dequeueSrc}
+	allSources = []string{acquireSrc, renewSrc, releaseFullSrc, inspectSrc, forceReleaseFullSrc, fairSrc, dequeueSrc, waitSrc, unmarkSrc}
 )

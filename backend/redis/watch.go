@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -43,11 +44,22 @@ const (
 	// resubscribeBackoff bounds the wait between attempts to open the
 	// pub/sub connection again.
 	resubscribeBackoff = time.Second
+	// watchLinger is how long a subscription stays after the last Watch
+	// on it stopped, so that stopping a Watch costs no round trip and a
+	// Watch of the same name soon after finds it in place. The loop drops
+	// the subscriptions idle for longer, many in one UNSUBSCRIBE, at most
+	// a quarter of watchLinger (and a ping interval) late.
+	watchLinger = 30 * time.Second
+	// maxLingering bounds the idle subscriptions: beyond it the oldest
+	// idle ones go at once, down to seven eighths of it, in one
+	// UNSUBSCRIBE.
+	maxLingering = 1024
 )
 
 // subs is a Locker's pub/sub side: one PubSub connection shared by all its
-// Watches, subscribed to the channel of each name watched (with a count
-// of the Watches on it), and one goroutine that reads it. Both live from
+// Watches, subscribed to the channel of each name watched (with the
+// Watches on it) and of each name watched lately (an idle subscription,
+// kept for watchLinger), and one goroutine that reads it. Both live from
 // the first Watch until Close.
 //
 // Every subscription's state is changed only under mu, and every command
@@ -59,15 +71,29 @@ type subs struct {
 	mu     sync.Mutex
 	ps     *redis.PubSub // nil: not started, or being opened again
 	chans  map[string]*sub
+	idle   map[string]*sub // the subscriptions without a Watch, kept subscribed
 	closed bool
 	life   context.Context
 	end    context.CancelFunc
 	done   chan struct{} // closed when the goroutine returns; nil before it starts
+	// linger is how long an idle subscription stays (watchLinger unless a
+	// test set it before the first Watch); nextSweep is when the loop
+	// next looks for idle subscriptions to drop.
+	linger    time.Duration
+	nextSweep time.Time
+	// most bounds the idle subscriptions: maxLingering unless a test set
+	// it before the first Watch.
+	most int
 }
 
 // sub is the subscription to one channel.
 type sub struct {
 	watches map[*watch]struct{}
+	// subscribed is set while the channel should be subscribed: the last
+	// command sent for it on this connection was SUBSCRIBE, or the
+	// connection is being opened again with it. It is clear once an
+	// UNSUBSCRIBE was sent, until a Watch subscribes again.
+	subscribed bool
 	// confirmed is set once Redis confirmed the subscription; a later
 	// confirmation is a subscription made again on a new connection.
 	confirmed bool
@@ -77,20 +103,25 @@ type sub struct {
 	// confirmation has not come back: until then a subscribe
 	// confirmation is the answer to an earlier SUBSCRIBE.
 	unsubs int
+	// idleSince is when the last Watch on it stopped (while in subs.idle).
+	idleSince time.Time
 }
 
-// watch is one Watch on a name of a Redis Locker.
+// watch is one Watch on a name of a Redis Locker: a plain Watch, or a
+// turn Watch of waiter (WatchTurn).
 type watch struct {
 	subs    *subs
 	channel string
+	turn    bool
+	waiter  string
 	driver.Signal
 	stopAfter func() bool
 	once      sync.Once
 }
 
 // Watch implements driver.Watcher: it subscribes to the name's channel
-// (on the Locker's one pub/sub connection, only if no other Watch of the
-// Locker is on the name already) and returns once Redis has confirmed the
+// (on the Locker's one pub/sub connection, only if the Locker has no
+// subscription to it already) and returns once Redis has confirmed the
 // subscription, so that every Release or ForceRelease that Redis runs
 // after Watch returns publishes to a subscribed channel. The Watch's
 // channel receives on each such message; when the pub/sub connection
@@ -100,13 +131,21 @@ type watch struct {
 // notifications): lease.Run's waiting wakes at the holder's remaining
 // time for it. A Ring client cannot watch (its pub/sub connection would
 // reach one shard only): Watch reports errors.ErrUnsupported.
+//
+// Stop sends nothing: the subscription stays, idle, for watchLinger, and
+// a Watch of the name meanwhile uses it at once (see subs).
 func (s *store) Watch(ctx context.Context, name string) (lease.Watch, error) {
+	return s.watch(ctx, name, false, "")
+}
+
+// watch is Watch, and WatchTurn when turn is set.
+func (s *store) watch(ctx context.Context, name string, turn bool, waiter string) (lease.Watch, error) {
 	if _, ring := s.client.(*redis.Ring); ring {
-		return nil, fmt.Errorf("a Ring client cannot watch: %w", errors.ErrUnsupported)
+		return nil, ringUnsupported()
 	}
 	h := &s.subs
 	ch := s.channel(name)
-	w := &watch{subs: h, channel: ch, Signal: driver.NewSignal()}
+	w := &watch{subs: h, channel: ch, turn: turn, waiter: waiter, Signal: driver.NewSignal()}
 
 	h.mu.Lock()
 	if h.closed {
@@ -117,18 +156,29 @@ func (s *store) Watch(ctx context.Context, name string) (lease.Watch, error) {
 		h.client = s.client
 		h.life, h.end = context.WithCancel(context.Background())
 		h.chans = map[string]*sub{}
+		h.idle = map[string]*sub{}
+		if h.linger <= 0 {
+			h.linger = watchLinger
+		}
+		if h.most <= 0 {
+			h.most = maxLingering
+		}
 		h.ps = s.client.Subscribe(h.life)
 		h.done = make(chan struct{})
 		go h.loop()
 	}
 	e := h.chans[ch]
-	if e == nil || len(e.watches) == 0 {
-		if e == nil {
-			e = &sub{watches: map[*watch]struct{}{}}
-			h.chans[ch] = e
-		}
-		// A new subscription, or one whose UNSUBSCRIBE is under way:
-		// subscribe (again) and wait for this confirmation.
+	if e == nil {
+		e = &sub{watches: map[*watch]struct{}{}}
+		h.chans[ch] = e
+	}
+	// A subscription in place (or asked for) is used as it is, idle or
+	// not; a new one, or one whose UNSUBSCRIBE is under way, is asked for
+	// (again), and Watch waits for this confirmation.
+	delete(h.idle, ch)
+	e.watches[w] = struct{}{}
+	if !e.subscribed {
+		e.subscribed = true
 		e.confirmed = false
 		e.ready = make(chan struct{})
 		if h.ps != nil {
@@ -140,7 +190,6 @@ func (s *store) Watch(ctx context.Context, name string) (lease.Watch, error) {
 			}
 		}
 	}
-	e.watches[w] = struct{}{}
 	ready := e.ready
 	h.mu.Unlock()
 
@@ -201,6 +250,8 @@ func (h *subs) loop() {
 				cancel()
 				if err != nil {
 					h.dropped(ps)
+				} else {
+					h.sweep()
 				}
 				continue
 			}
@@ -210,6 +261,7 @@ func (h *subs) loop() {
 		}
 		pinged, backoff = false, 0
 		h.receive(msg)
+		h.sweep()
 	}
 }
 
@@ -246,12 +298,14 @@ func (h *subs) droppedLocked(ps *redis.PubSub) {
 	}
 	_ = ps.Close()
 	h.ps = nil
+	clear(h.idle)
 	for ch, e := range h.chans {
 		if len(e.watches) == 0 {
 			delete(h.chans, ch)
 			continue
 		}
 		e.unsubs = 0
+		e.subscribed = true
 		for w := range e.watches {
 			w.Wake()
 		}
@@ -290,7 +344,9 @@ func (h *subs) receive(msg any) {
 	case *redis.Message:
 		if e := h.chans[m.Channel]; e != nil {
 			for w := range e.watches {
-				w.Wake()
+				if w.wakes(m.Payload) {
+					w.Wake()
+				}
 			}
 		}
 	case *redis.Subscription:
@@ -318,7 +374,7 @@ func (h *subs) receive(msg any) {
 			if e.unsubs > 0 {
 				e.unsubs--
 			}
-			if e.unsubs == 0 && len(e.watches) == 0 {
+			if e.unsubs == 0 && !e.subscribed {
 				delete(h.chans, m.Channel)
 			}
 		}
@@ -342,8 +398,10 @@ func (h *subs) close() {
 	<-done
 }
 
-// Stop implements lease.Watch: it takes the Watch off its channel, and
-// unsubscribes from the channel when no other Watch is on it.
+// Stop implements lease.Watch: it takes the Watch off its channel. It
+// sends nothing: when no other Watch is on the channel, the subscription
+// stays, idle, for a later Watch of the name, until the loop drops it
+// (see sweep).
 func (w *watch) Stop() {
 	if w.stopAfter != nil {
 		w.stopAfter()
@@ -365,16 +423,71 @@ func (w *watch) unsubscribe() {
 			return
 		}
 		if h.ps == nil || h.closed {
+			// No connection to keep it on: the next one subscribes only
+			// the channels with a Watch.
 			delete(h.chans, w.channel)
 			return
 		}
-		ctx, cancel := context.WithTimeout(h.life, pingEvery)
-		defer cancel()
-		e.unsubs++
-		if err := h.ps.Unsubscribe(ctx, w.channel); err != nil {
-			// Subscribe every channel left on a new connection: this one
-			// goes with its watchless entry.
-			h.droppedLocked(h.ps)
+		e.idleSince = time.Now()
+		h.idle[w.channel] = e
+		if len(h.idle) > h.most {
+			h.dropIdleLocked(len(h.idle) - h.most*7/8)
 		}
 	})
+}
+
+// sweep drops the subscriptions idle for longer than h.linger, in one
+// UNSUBSCRIBE. The loop calls it after each message and each ping; it
+// looks at the idle subscriptions at most every quarter of h.linger.
+func (h *subs) sweep() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.idle) == 0 || h.ps == nil || h.closed {
+		return
+	}
+	now := time.Now()
+	if now.Before(h.nextSweep) {
+		return
+	}
+	h.nextSweep = now.Add(h.linger / 4)
+	var old []string
+	for ch, e := range h.idle {
+		if now.Sub(e.idleSince) >= h.linger {
+			old = append(old, ch)
+		}
+	}
+	h.unsubscribeLocked(old)
+}
+
+// dropIdleLocked drops the n idle subscriptions that have been idle
+// longest, in one UNSUBSCRIBE. h.mu must be held.
+func (h *subs) dropIdleLocked(n int) {
+	chans := make([]string, 0, len(h.idle))
+	for ch := range h.idle {
+		chans = append(chans, ch)
+	}
+	slices.SortFunc(chans, func(a, b string) int { return h.idle[a].idleSince.Compare(h.idle[b].idleSince) })
+	h.unsubscribeLocked(chans[:n])
+}
+
+// unsubscribeLocked takes the idle subscriptions to chans off the
+// connection with one UNSUBSCRIBE; each entry goes when Redis confirms.
+// h.mu must be held, and h.ps set.
+func (h *subs) unsubscribeLocked(chans []string) {
+	if len(chans) == 0 {
+		return
+	}
+	for _, ch := range chans {
+		e := h.idle[ch]
+		delete(h.idle, ch)
+		e.subscribed = false
+		e.unsubs++
+	}
+	ctx, cancel := context.WithTimeout(h.life, pingEvery)
+	defer cancel()
+	if err := h.ps.Unsubscribe(ctx, chans...); err != nil {
+		// Subscribe every channel with a Watch on a new connection: this
+		// one goes with its watchless entries.
+		h.droppedLocked(h.ps)
+	}
 }

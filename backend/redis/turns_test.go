@@ -1,0 +1,705 @@
+package redislease_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/leasekit/lease"
+	redislease "github.com/leasekit/lease/backend/redis"
+	"github.com/leasekit/lease/internal/faultproxy"
+	"github.com/leasekit/lease/internal/testserver"
+)
+
+// keyOf is the key of name with suffix (":marks", ":lapses", ...) under
+// prefix.
+func keyOf(prefix, name, suffix string) string {
+	sum := sha256.Sum256([]byte(name))
+	return prefix + "{" + base64.RawURLEncoding.EncodeToString(sum[:]) + "}" + suffix
+}
+
+// marksOf returns the waiter IDs with a mark on name, first placed first.
+func marksOf(t *testing.T, c redis.UniversalClient, prefix, name string) []string {
+	t.Helper()
+	got, err := c.ZRange(t.Context(), keyOf(prefix, name, ":marks"), 0, -1).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// scoreOf returns waiter's score in name's key with suffix, or -1 when it
+// has none.
+func scoreOf(t *testing.T, c redis.UniversalClient, prefix, name, suffix, waiter string) float64 {
+	t.Helper()
+	got, err := c.ZScore(t.Context(), keyOf(prefix, name, suffix), waiter).Result()
+	if errors.Is(err, redis.Nil) {
+		return -1
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// watchTurn returns a turn Watch of l on name, stopped when t ends.
+func watchTurn(t *testing.T, l *redislease.Locker, name string) lease.Watch {
+	t.Helper()
+	w, err := l.WatchTurn(t.Context(), name)
+	if err != nil {
+		t.Fatalf("WatchTurn: %v", err)
+	}
+	t.Cleanup(w.Stop)
+	return w
+}
+
+// waitTurn calls AcquireOrWait and fails t unless another owner holds
+// name.
+func waitTurn(t *testing.T, l *redislease.Locker, name, owner string) {
+	t.Helper()
+	if _, err := l.AcquireOrWait(t.Context(), name, owner, time.Minute); !errors.Is(err, lease.ErrHeld) {
+		t.Fatalf("AcquireOrWait(%q, %q) on a held name: %v, want ErrHeld", name, owner, err)
+	}
+}
+
+// takeTurn calls AcquireOrWait and fails t unless it acquires name.
+func takeTurn(t *testing.T, l *redislease.Locker, name, owner string) lease.Lease {
+	t.Helper()
+	got, err := l.AcquireOrWait(t.Context(), name, owner, time.Minute)
+	if err != nil || got.Owner != owner {
+		t.Fatalf("AcquireOrWait(%q, %q) on a free name: %v, %v", name, owner, got, err)
+	}
+	return got
+}
+
+// mustAcquire is Acquire, failing t unless it acquires.
+func mustAcquire(t *testing.T, l *redislease.Locker, name, owner string) lease.Lease {
+	t.Helper()
+	got, err := l.Acquire(t.Context(), name, owner, time.Minute)
+	if err != nil {
+		t.Fatalf("Acquire(%q, %q): %v", name, owner, err)
+	}
+	return got
+}
+
+// quietFor fails t if c receives within d (or has received, when d is
+// 0): the watch was woken by what must not wake it.
+func quietFor(t *testing.T, c <-chan struct{}, d time.Duration, what string) {
+	t.Helper()
+	if d <= 0 {
+		select {
+		case <-c:
+			t.Fatalf("the watch was woken by %s", what)
+		default:
+			return
+		}
+	}
+	select {
+	case <-c:
+		t.Fatalf("the watch was woken by %s", what)
+	case <-time.After(d):
+	}
+}
+
+// turnQuiet is how long a watch that must not wake is watched.
+const turnQuiet = 300 * time.Millisecond
+
+// drainAll empties the channels of ws.
+func drainAll(ws ...lease.Watch) {
+	for _, w := range ws {
+		drain(w.Changed())
+	}
+}
+
+// TestTurnReleaseWakesOnlyTheOldestMark: of two Lockers waiting with
+// marks, a Release wakes only the turn Watch of the one that marked
+// first, and a plain Watch; the Locker that then acquires loses its mark,
+// so a ForceRelease wakes the other and not it.
+func TestTurnReleaseWakesOnlyTheOldestMark(t *testing.T) {
+	eachWatchServer(t, func(t *testing.T, addr, prefix string, newLocker func(string) *redislease.Locker) {
+		ctx := t.Context()
+		c := newClient(t, addr)
+		const name = "jobs/turn"
+		holder, a, b := newLocker(addr), newLocker(addr), newLocker(addr)
+		wA, wB := watchTurn(t, a, name), watchTurn(t, b, name)
+		plain, err := holder.Watch(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer plain.Stop()
+		held := mustAcquire(t, holder, name, "holder")
+		waitTurn(t, a, name, "waiter-a")
+		waitTurn(t, b, name, "waiter-b")
+		waitTurn(t, a, name, "waiter-a") // renewing keeps a's place
+		ids := marksOf(t, c, prefix, name)
+		if len(ids) != 2 || len(ids[0]) != 32 || ids[0] == ids[1] {
+			t.Fatalf("marks after two waiters: %q, want two waiter IDs", ids)
+		}
+		drainAll(wA, wB, plain)
+		if err := holder.Release(ctx, held); err != nil {
+			t.Fatal(err)
+		}
+		wakeWithin(t, wA.Changed(), 5*time.Second, "a Release that chose its mark")
+		wakeWithin(t, plain.Changed(), 5*time.Second, "a Release (plain Watch)")
+		quietFor(t, wB.Changed(), turnQuiet, "a Release that chose another Locker's mark")
+
+		gotA := takeTurn(t, a, name, "waiter-a")
+		if got := marksOf(t, c, prefix, name); !slices.Equal(got, ids[1:]) {
+			t.Fatalf("marks after a acquired: %q, want only b's %q", got, ids[1:])
+		}
+		drainAll(wA, wB, plain)
+		if _, err := holder.ForceRelease(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+		wakeWithin(t, wB.Changed(), 5*time.Second, "a ForceRelease that chose its mark")
+		wakeWithin(t, plain.Changed(), 5*time.Second, "a ForceRelease (plain Watch)")
+		quietFor(t, wA.Changed(), turnQuiet, "a ForceRelease while another Locker has a mark and it has none")
+		_ = gotA
+	})
+}
+
+// TestTurnAcquireOrWaitMarks: a busy AcquireOrWait places the Locker's
+// mark (one command: the acquire attempt and the mark are one script),
+// renews its lapse without moving its place, and expires both keys with
+// the mark; an AcquireOrWait that acquires removes it, or, while the
+// Locker has another turn Watch on the name, moves it to the back; the
+// Locker's last turn Watch stopping takes it away.
+func TestTurnAcquireOrWaitMarks(t *testing.T) {
+	eachWatchServer(t, func(t *testing.T, addr, prefix string, newLocker func(string) *redislease.Locker) {
+		ctx := t.Context()
+		c := newClient(t, addr)
+		const name = "jobs/marks"
+		p := startProxy(t, addr)
+		holder, a, b := newLocker(addr), newLocker(p.Addr()), newLocker(addr)
+		wA := watchTurn(t, a, name)
+		watchTurn(t, b, name)
+		held := mustAcquire(t, holder, name, "holder")
+
+		waitTurn(t, a, name, "waiter-a")
+		ids := marksOf(t, c, prefix, name)
+		if len(ids) != 1 {
+			t.Fatalf("marks after a busy AcquireOrWait: %q, want one", ids)
+		}
+		idA := ids[0]
+		placed := scoreOf(t, c, prefix, name, ":marks", idA)
+		lapse := scoreOf(t, c, prefix, name, ":lapses", idA)
+		if d := time.Duration(lapse-placed) * time.Microsecond; d < lease.MarkLife || d > lease.MarkLife+time.Second {
+			t.Fatalf("the mark lapses %s after it was placed, want lease.MarkLife (%s)", d, lease.MarkLife)
+		}
+		for _, suffix := range []string{":marks", ":lapses"} {
+			if d := c.PTTL(ctx, keyOf(prefix, name, suffix)).Val(); d <= 0 || d > lease.MarkLife {
+				t.Fatalf("key %s expires in %s, want within lease.MarkLife", suffix, d)
+			}
+		}
+
+		before := len(p.Commands())
+		waitTurn(t, a, name, "waiter-a")
+		if sent := p.Commands()[before:]; len(sent) != 1 || sent[0] != "evalsha" {
+			t.Fatalf("a busy AcquireOrWait sent %q, want one evalsha", sent)
+		}
+		if got := scoreOf(t, c, prefix, name, ":marks", idA); got != placed {
+			t.Fatalf("a renewed mark moved from %.0f to %.0f", placed, got)
+		}
+		if got := scoreOf(t, c, prefix, name, ":lapses", idA); got < lapse {
+			t.Fatalf("a renewed mark lapses at %.0f, before %.0f", got, lapse)
+		}
+
+		waitTurn(t, b, name, "waiter-b")
+		idB := marksOf(t, c, prefix, name)[1]
+		// a waits with two turn Watches: when it acquires, its mark goes
+		// to the back, behind b's.
+		wA2, err := a.WatchTurn(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := holder.Release(ctx, held); err != nil {
+			t.Fatal(err)
+		}
+		wakeWithin(t, wA.Changed(), 5*time.Second, "a Release that chose its mark")
+		before = len(p.Commands())
+		gotA := takeTurn(t, a, name, "waiter-a")
+		if sent := p.Commands()[before:]; len(sent) != 1 || sent[0] != "evalsha" {
+			t.Fatalf("an AcquireOrWait that acquired sent %q, want one evalsha", sent)
+		}
+		if got := marksOf(t, c, prefix, name); !slices.Equal(got, []string{idB, idA}) {
+			t.Fatalf("marks after a acquired with another turn Watch waiting: %q, want b's then a's %q", got, []string{idB, idA})
+		}
+		if err := a.Release(ctx, gotA); err != nil {
+			t.Fatal(err)
+		}
+		gotB := takeTurn(t, b, name, "waiter-b")
+		if got := marksOf(t, c, prefix, name); !slices.Equal(got, []string{idA}) {
+			t.Fatalf("marks after b acquired: %q, want a's alone", got)
+		}
+		// a stops waiting: its last turn Watch takes its mark away, and
+		// the keys go with the last mark.
+		wA2.Stop()
+		if got := marksOf(t, c, prefix, name); !slices.Equal(got, []string{idA}) {
+			t.Fatalf("marks after one of a's two turn Watches stopped: %q, want a's", got)
+		}
+		wA.Stop()
+		for _, suffix := range []string{":marks", ":lapses"} {
+			if n := c.Exists(ctx, keyOf(prefix, name, suffix)).Val(); n != 0 {
+				t.Fatalf("key %s is left after the last mark was taken away", suffix)
+			}
+		}
+		if err := b.Release(ctx, gotB); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// TestTurnLapsedMarkIsSkipped: a release passes over a mark that lapsed
+// by the server's clock, although it was placed first, wakes the Locker
+// of the next, and drops the lapsed one.
+func TestTurnLapsedMarkIsSkipped(t *testing.T) {
+	eachWatchServer(t, func(t *testing.T, addr, prefix string, newLocker func(string) *redislease.Locker) {
+		ctx := t.Context()
+		c := newClient(t, addr)
+		const name = "jobs/lapse"
+		holder, a, b := newLocker(addr), newLocker(addr), newLocker(addr)
+		wA, wB := watchTurn(t, a, name), watchTurn(t, b, name)
+		held := mustAcquire(t, holder, name, "holder")
+		waitTurn(t, a, name, "waiter-a")
+		waitTurn(t, b, name, "waiter-b")
+		ids := marksOf(t, c, prefix, name)
+		// a's mark lapsed a second ago by the server's clock, as if a
+		// stopped renewing it MarkLife ago.
+		now, err := c.Time(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		past := strconv.FormatInt(now.Add(-time.Second).UnixMicro(), 10)
+		if err := c.Do(ctx, "ZADD", keyOf(prefix, name, ":lapses"), "XX", past, ids[0]).Err(); err != nil {
+			t.Fatal(err)
+		}
+		drainAll(wA, wB)
+		if err := holder.Release(ctx, held); err != nil {
+			t.Fatal(err)
+		}
+		wakeWithin(t, wB.Changed(), 5*time.Second, "a Release after the older mark lapsed")
+		quietFor(t, wA.Changed(), turnQuiet, "a Release after its mark lapsed")
+		if got := marksOf(t, c, prefix, name); !slices.Equal(got, ids[1:]) {
+			t.Fatalf("marks after the Release: %q, want the lapsed one dropped: %q", got, ids[1:])
+		}
+		if got := scoreOf(t, c, prefix, name, ":lapses", ids[0]); got != -1 {
+			t.Fatalf("the lapsed mark's lapse is still stored")
+		}
+	})
+}
+
+// TestTurnStopWaitingPassesTheTurn: a Locker that stops waiting loses its
+// mark (a release then chooses the next); when a release had chosen it,
+// its StopWaiting passes the turn on to the next mark.
+func TestTurnStopWaitingPassesTheTurn(t *testing.T) {
+	eachWatchServer(t, func(t *testing.T, addr, prefix string, newLocker func(string) *redislease.Locker) {
+		ctx := t.Context()
+		c := newClient(t, addr)
+		const name = "jobs/stop"
+		holder, a, b := newLocker(addr), newLocker(addr), newLocker(addr)
+		wA, err := a.WatchTurn(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wB := watchTurn(t, b, name)
+		held := mustAcquire(t, holder, name, "holder")
+		waitTurn(t, a, name, "waiter-a")
+		waitTurn(t, b, name, "waiter-b")
+		ids := marksOf(t, c, prefix, name)
+		drainAll(wB)
+		wA.Stop()
+		if got := marksOf(t, c, prefix, name); !slices.Equal(got, ids[1:]) {
+			t.Fatalf("marks after a stopped waiting: %q, want b's alone", got)
+		}
+		quietFor(t, wB.Changed(), turnQuiet, "a StopWaiting while the name is held")
+
+		// a waits again, behind b; the Release chooses b, which gives up:
+		// the turn passes to a.
+		wA = watchTurn(t, a, name)
+		waitTurn(t, a, name, "waiter-a")
+		drainAll(wA, wB)
+		if err := holder.Release(ctx, held); err != nil {
+			t.Fatal(err)
+		}
+		wakeWithin(t, wB.Changed(), 5*time.Second, "a Release that chose its mark")
+		quietFor(t, wA.Changed(), turnQuiet, "a Release that chose another Locker's mark")
+		wB.Stop()
+		wakeWithin(t, wA.Changed(), 5*time.Second, "the chosen Locker giving up its turn")
+		if got := marksOf(t, c, prefix, name); !slices.Equal(got, []string{ids[0]}) {
+			t.Fatalf("marks after b gave up: %q, want a's alone", got)
+		}
+		takeTurn(t, a, name, "waiter-a")
+	})
+}
+
+// TestTurnWithoutMarksWakesAll: with no mark on the name, a release wakes
+// every turn Watch, as it wakes every plain Watch.
+func TestTurnWithoutMarksWakesAll(t *testing.T) {
+	eachWatchServer(t, func(t *testing.T, addr, prefix string, newLocker func(string) *redislease.Locker) {
+		ctx := t.Context()
+		const name = "jobs/nomark"
+		holder, a, b := newLocker(addr), newLocker(addr), newLocker(addr)
+		wA, wB := watchTurn(t, a, name), watchTurn(t, b, name)
+		plain, err := a.Watch(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer plain.Stop()
+		for _, force := range []bool{false, true} {
+			held := mustAcquire(t, holder, name, "holder")
+			drainAll(wA, wB, plain)
+			if force {
+				_, err = holder.ForceRelease(ctx, name)
+			} else {
+				err = holder.Release(ctx, held)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			wakeWithin(t, wA.Changed(), 5*time.Second, "a release with no mark")
+			wakeWithin(t, wB.Changed(), 5*time.Second, "a release with no mark")
+			wakeWithin(t, plain.Changed(), 5*time.Second, "a release")
+		}
+	})
+}
+
+// oldReleaseSrc is release.lua as versions before marks had it: it
+// publishes the token alone.
+const oldReleaseSrc = `
+local cur = redis.call('HMGET', KEYS[1], 'name', 'owner', 'token')
+if cur[1] == ARGV[1] and cur[2] == ARGV[2] and cur[3] == ARGV[3] then
+  redis.call('DEL', KEYS[1])
+  redis.call('SET', KEYS[2], ARGV[4], 'PX', ARGV[5])
+  redis.call('PUBLISH', string.sub(KEYS[1], 1, -7) .. ':free', ARGV[3])
+  return 1
+end
+if redis.call('GET', KEYS[2]) == ARGV[4] then
+  return 1
+end
+return 0`
+
+// TestTurnMessagesOfOtherVersions: in a fleet that mixes versions, a
+// release by a version before marks (its message names no waiter) wakes
+// every turn Watch, even while a Locker has a mark; the message of a
+// Dequeue wakes plain Watches but no turn Watch.
+func TestTurnMessagesOfOtherVersions(t *testing.T) {
+	eachWatchServer(t, func(t *testing.T, addr, prefix string, newLocker func(string) *redislease.Locker) {
+		ctx := t.Context()
+		c := newClient(t, addr)
+		const name = "jobs/mixed"
+		holder, a, b := newLocker(addr), newLocker(addr), newLocker(addr)
+		wA, wB := watchTurn(t, a, name), watchTurn(t, b, name)
+		plain, err := b.Watch(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer plain.Stop()
+		held := mustAcquire(t, holder, name, "holder")
+		waitTurn(t, a, name, "waiter-a")
+		drainAll(wA, wB, plain)
+		token := strconv.FormatUint(held.Token, 10)
+		keys := []string{keyOf(prefix, name, ":lease"), keyOf(prefix, name, ":released:"+token)}
+		if n, err := c.Eval(ctx, oldReleaseSrc, keys, name, "holder", token, "old-nonce", 60000).Int(); err != nil || n != 1 {
+			t.Fatalf("the old release.lua: %v, %v", n, err)
+		}
+		wakeWithin(t, wA.Changed(), 5*time.Second, "an old version's Release")
+		wakeWithin(t, wB.Changed(), 5*time.Second, "an old version's Release, although another Locker has a mark")
+		wakeWithin(t, plain.Changed(), 5*time.Second, "an old version's Release")
+
+		drainAll(wA, wB, plain)
+		if err := c.Publish(ctx, channelOf(prefix, name), "dequeued").Err(); err != nil {
+			t.Fatal(err)
+		}
+		wakeWithin(t, plain.Changed(), 5*time.Second, "a Dequeue's message")
+		quietFor(t, wA.Changed(), turnQuiet, "a Dequeue's message")
+		quietFor(t, wB.Changed(), 0, "a Dequeue's message")
+	})
+}
+
+// TestTurnWatchWakesOnADroppedConnection: a turn Watch whose Locker has
+// no mark, while another Locker has one, still wakes when its pub/sub
+// connection drops: a release meanwhile may have chosen no one.
+func TestTurnWatchWakesOnADroppedConnection(t *testing.T) {
+	eachWatchServer(t, func(t *testing.T, addr, prefix string, newLocker func(string) *redislease.Locker) {
+		const name = "jobs/turndrop"
+		p := faultproxy.StartT(t, addr)
+		holder, a, b := newLocker(addr), newLocker(p.Addr()), newLocker(addr)
+		wA, wB := watchTurn(t, a, name), watchTurn(t, b, name)
+		mustAcquire(t, holder, name, "holder")
+		waitTurn(t, b, name, "waiter-b")
+		drainAll(wA, wB)
+		p.Reset()
+		wakeWithin(t, wA.Changed(), 5*time.Second, "the reset of its pub/sub connection")
+		wakeWithin(t, wA.Changed(), 10*time.Second, "its subscription in place again")
+	})
+}
+
+// TestTurnLeavesNothingBehind: waiters that give up without StopWaiting
+// (their Lockers closed) leave marks whose keys expire within
+// lease.MarkLife by the server's clock; no key under the prefix lacks an
+// expiry.
+func TestTurnLeavesNothingBehind(t *testing.T) {
+	check := func(t *testing.T, c *redis.Client, prefix string, newLocker func() *redislease.Locker, pass func(time.Duration)) {
+		ctx := t.Context()
+		const name = "jobs/behind"
+		holder := newLocker()
+		held := mustAcquire(t, holder, name, "holder")
+		for _, owner := range []string{"waiter-a", "waiter-b"} {
+			l := newLocker()
+			watchTurn(t, l, name)
+			waitTurn(t, l, name, owner)
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := marksOf(t, c, prefix, name); len(got) != 2 {
+			t.Fatalf("marks of two closed waiters: %q, want two (Close sends nothing)", got)
+		}
+		keys, err := c.Keys(ctx, globEscape(prefix)+"*").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range keys {
+			d := c.PTTL(ctx, k).Val()
+			if d <= 0 {
+				t.Fatalf("key %s has no expiry (PTTL %s)", k, d)
+			}
+			if (strings.HasSuffix(k, ":marks") || strings.HasSuffix(k, ":lapses")) && d > lease.MarkLife {
+				t.Fatalf("key %s expires in %s, after lease.MarkLife", k, d)
+			}
+		}
+		pass(lease.MarkLife + 100*time.Millisecond)
+		for _, suffix := range []string{":marks", ":lapses"} {
+			if n := c.Exists(ctx, keyOf(prefix, name, suffix)).Val(); n != 0 {
+				t.Fatalf("key %s outlived its marks", suffix)
+			}
+		}
+		if err := holder.Release(ctx, held); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Run("miniredis", func(t *testing.T) {
+		mr := miniredis.RunT(t)
+		c := newClient(t, mr.Addr())
+		check(t, c, "lease:", func() *redislease.Locker {
+			l := mustNew(t, c)
+			t.Cleanup(func() { _ = l.Close() })
+			return l
+		}, mr.FastForward)
+	})
+	t.Run("redis", func(t *testing.T) {
+		c, _ := realRedis(t, -1)
+		prefix := randomPrefix("behind")
+		deleteKeys(t, c, prefix)
+		check(t, c, prefix, func() *redislease.Locker {
+			l := mustNew(t, c, redislease.WithPrefix(prefix))
+			t.Cleanup(func() { _ = l.Close() })
+			return l
+		}, time.Sleep)
+	})
+}
+
+// TestTurnOnCluster: marks and releases keep to the name's slot on a real
+// Redis Cluster, and a release there wakes only the chosen Locker.
+func TestTurnOnCluster(t *testing.T) {
+	cl := testserver.StartRedisCluster(t, nil)
+	raw := "redis+cluster://" + strings.Join(cl.Addrs(), ",")
+	open := func() *redislease.Locker {
+		l, err := redislease.Open(t.Context(), raw)
+		if err != nil {
+			t.Fatalf("Open(%s): %v", raw, err)
+		}
+		t.Cleanup(func() { _ = l.Close() })
+		return l
+	}
+	ctx := t.Context()
+	holder, a, b := open(), open(), open()
+	for i := range 5 {
+		name := "cluster/turn-" + strconv.Itoa(i)
+		wA, wB := watchTurn(t, a, name), watchTurn(t, b, name)
+		held := mustAcquire(t, holder, name, "holder")
+		waitTurn(t, b, name, "waiter-b")
+		waitTurn(t, a, name, "waiter-a")
+		drainAll(wA, wB)
+		if err := holder.Release(ctx, held); err != nil {
+			t.Fatal(err)
+		}
+		wakeWithin(t, wB.Changed(), 5*time.Second, "a Release that chose its mark")
+		quietFor(t, wA.Changed(), turnQuiet, "a Release that chose another Locker's mark")
+		got := takeTurn(t, b, name, "waiter-b")
+		drainAll(wA, wB)
+		if _, err := holder.ForceRelease(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+		wakeWithin(t, wA.Changed(), 5*time.Second, "a ForceRelease that chose its mark")
+		quietFor(t, wB.Changed(), turnQuiet, "a ForceRelease that chose another Locker's mark")
+		_ = got
+		wA.Stop()
+		wB.Stop()
+	}
+}
+
+// TestWatchStopSendsNothing: stopping the last Watch of a name sends no
+// command; the subscription stays, and a new Watch of the name uses it
+// without a command and hears releases.
+func TestWatchStopSendsNothing(t *testing.T) {
+	eachWatchServer(t, func(t *testing.T, addr, prefix string, newLocker func(string) *redislease.Locker) {
+		ctx := t.Context()
+		c := newClient(t, addr)
+		const name = "jobs/linger"
+		p := startProxy(t, addr)
+		l, direct := newLocker(p.Addr()), newLocker(addr)
+		sent := func(from int) []string {
+			return slices.DeleteFunc(p.Commands()[from:], func(c string) bool { return c == "ping" })
+		}
+		for _, turn := range []bool{false, true} {
+			var (
+				w   lease.Watch
+				err error
+			)
+			if turn {
+				w, err = l.WatchTurn(ctx, name)
+			} else {
+				w, err = l.Watch(ctx, name)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := len(p.Commands())
+			w.Stop()
+			time.Sleep(50 * time.Millisecond)
+			if got := sent(before); len(got) != 0 {
+				t.Fatalf("Stop of the last Watch on a name sent %q, want nothing", got)
+			}
+			if n := numsub(t, c, channelOf(prefix, name)); n != 1 {
+				t.Fatalf("after Stop the name's channel has %d subscribers, want 1 (idle)", n)
+			}
+		}
+		before := len(p.Commands())
+		w, err := l.Watch(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Stop()
+		if got := sent(before); len(got) != 0 {
+			t.Fatalf("a Watch on an idle subscription sent %q, want nothing", got)
+		}
+		held := mustAcquire(t, direct, name, "holder")
+		drain(w.Changed())
+		if err := direct.Release(ctx, held); err != nil {
+			t.Fatal(err)
+		}
+		wakeWithin(t, w.Changed(), 5*time.Second, "a Release, on a subscription that was idle")
+	})
+}
+
+// TestWatchIdleSubscriptionsGo: idle subscriptions are dropped after
+// their linger, and a Watch of the name afterwards subscribes again; a
+// message on an idle subscription wakes nothing.
+func TestWatchIdleSubscriptionsGo(t *testing.T) {
+	eachWatchServer(t, func(t *testing.T, addr, prefix string, newLocker func(string) *redislease.Locker) {
+		ctx := t.Context()
+		c := newClient(t, addr)
+		const name = "jobs/idle"
+		l, direct := newLocker(addr), newLocker(addr)
+		redislease.SetWatchLimits(l, 100*time.Millisecond, 0)
+		w, err := l.Watch(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Stop()
+		held := mustAcquire(t, direct, name, "holder")
+		if err := direct.Release(ctx, held); err != nil {
+			t.Fatal(err)
+		}
+		quietFor(t, w.Changed(), 50*time.Millisecond, "a Release after its Stop")
+		// The loop looks at idle subscriptions after each ping (2s apart
+		// on a silent connection).
+		waitNumsub(t, c, channelOf(prefix, name), 0)
+		w, err = l.Watch(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Stop()
+		if n := numsub(t, c, channelOf(prefix, name)); n != 1 {
+			t.Fatalf("a Watch after the idle subscription went: %d subscribers, want 1", n)
+		}
+		held = mustAcquire(t, direct, name, "holder")
+		if err := direct.Release(ctx, held); err != nil {
+			t.Fatal(err)
+		}
+		wakeWithin(t, w.Changed(), 5*time.Second, "a Release")
+	})
+}
+
+// TestWatchIdleSubscriptionsAreBounded: beyond the bound, the oldest idle
+// subscriptions go at once, and the newer ones stay.
+func TestWatchIdleSubscriptionsAreBounded(t *testing.T) {
+	eachWatchServer(t, func(t *testing.T, addr, prefix string, newLocker func(string) *redislease.Locker) {
+		ctx := t.Context()
+		c := newClient(t, addr)
+		l := newLocker(addr)
+		redislease.SetWatchLimits(l, time.Hour, 8)
+		const n = 9
+		for i := range n {
+			w, err := l.Watch(ctx, "jobs/bound-"+strconv.Itoa(i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			w.Stop()
+		}
+		// Nine idle, over eight: the two oldest go, down to seven.
+		for i := range n {
+			want := int64(1)
+			if i < 2 {
+				want = 0
+			}
+			waitNumsub(t, c, channelOf(prefix, "jobs/bound-"+strconv.Itoa(i)), want)
+		}
+	})
+}
+
+// TestTurnWatchOnRingIsUnsupported: a Ring client cannot watch turns
+// either.
+func TestTurnWatchOnRingIsUnsupported(t *testing.T) {
+	mr := miniredis.RunT(t)
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": mr.Addr()}})
+	defer ring.Close()
+	l := mustNew(t, ring)
+	defer l.Close()
+	if _, err := l.WatchTurn(context.Background(), "jobs/ring"); !errors.Is(err, errors.ErrUnsupported) {
+		t.Fatalf("WatchTurn on a Ring: %v, want ErrUnsupported", err)
+	}
+}
+
+// TestTurnMarksKeepTheirOrder: marks placed while the server's clock
+// stands still (within one microsecond, or a clock stepped back) still
+// line up in the order they came, not by waiter ID.
+func TestTurnMarksKeepTheirOrder(t *testing.T) {
+	_, c, _ := newMiniredis(t) // its TIME stands still until advanced
+	const name = "jobs/order"
+	holder := mustNew(t, c)
+	defer holder.Close()
+	mustAcquire(t, holder, name, "holder")
+	var want []string
+	for i := range 6 {
+		l := mustNew(t, c)
+		defer l.Close()
+		watchTurn(t, l, name)
+		waitTurn(t, l, name, "waiter-"+strconv.Itoa(i))
+		got := marksOf(t, c, "lease:", name)
+		if len(got) != i+1 || !slices.Equal(got[:i], want) {
+			t.Fatalf("marks after %d waiters: %q, want %q and the new one last", i+1, got, want)
+		}
+		want = got
+	}
+}
