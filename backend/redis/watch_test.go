@@ -290,8 +290,13 @@ func (h *handoff) add(e string) {
 }
 
 func (h *handoff) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (lease.Lease, error) {
+	return h.attempt(func() (lease.Lease, error) { return h.Locker.Acquire(ctx, name, owner, ttl) })
+}
+
+// attempt records an attempt to acquire, and a busy answer.
+func (h *handoff) attempt(acquire func() (lease.Lease, error)) (lease.Lease, error) {
 	h.add("acquire")
-	ls, err := h.Locker.Acquire(ctx, name, owner, ttl)
+	ls, err := acquire()
 	if errors.Is(err, lease.ErrHeld) {
 		h.once.Do(func() { close(h.busy) })
 	}
@@ -303,6 +308,27 @@ func (h *handoff) Watch(ctx context.Context, name string) (lease.Watch, error) {
 	if err != nil {
 		return nil, err
 	}
+	return h.logged(inner), nil
+}
+
+// WatchTurn wraps the Locker's WatchTurn, which Run waits with, to record
+// its wake-ups.
+func (h *handoff) WatchTurn(ctx context.Context, name string) (lease.Watch, error) {
+	inner, err := h.Locker.WatchTurn(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return h.logged(inner), nil
+}
+
+// AcquireOrWait records the attempts Run makes while it waits for a turn,
+// as Acquire does.
+func (h *handoff) AcquireOrWait(ctx context.Context, name, owner string, ttl time.Duration) (lease.Lease, error) {
+	return h.attempt(func() (lease.Lease, error) { return h.Locker.AcquireOrWait(ctx, name, owner, ttl) })
+}
+
+// logged wraps inner to record its wake-ups.
+func (h *handoff) logged(inner lease.Watch) lease.Watch {
 	w := &loggedWatch{inner: inner, c: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(w.done)
@@ -319,7 +345,7 @@ func (h *handoff) Watch(ctx context.Context, name string) (lease.Watch, error) {
 			}
 		}
 	}()
-	return w, nil
+	return w
 }
 
 type loggedWatch struct {
