@@ -79,8 +79,9 @@
 // Every backend of this module also implements the optional interfaces
 // BatchRenewer (many renewals in one round trip, which Run uses when many
 // leases share a Locker), Lister and ForceReleaser (for operators), and
-// Waiter (waiting woken by the store, which Run's WithWait uses where the
-// store can notify).
+// Waiter and TurnWaiter (waiting woken by the store, which Run's WithWait
+// uses where the store can notify: a release wakes the one waiting Locker
+// whose mark is oldest, so waiting processes do not all retry at once).
 //
 // To write a backend of your own, implement package driver's Store and
 // certify it with package conformance.
