@@ -277,9 +277,14 @@ func (l *Locker) Dequeue(ctx context.Context, name, owner string) error {
 // Watch implements lease.Waiter through the Store's Watcher, and returns
 // an error matching errors.ErrUnsupported when the Store is not one.
 func (l *Locker) Watch(ctx context.Context, name string) (lease.Watch, error) {
-	const op = "watch"
 	s, ok := l.store.(Watcher)
-	if !ok {
+	return l.watch(ctx, "watch", name, ok, func() (lease.Watch, error) { return s.Watch(ctx, name) })
+}
+
+// watch makes a Watch or turn Watch of name with start, with the checks
+// and errors of op; supported says whether the Store can.
+func (l *Locker) watch(ctx context.Context, op, name string, supported bool, start func() (lease.Watch, error)) (lease.Watch, error) {
+	if !supported {
 		return nil, fmt.Errorf("%s: %s: %w", l.prefix, op, errors.ErrUnsupported)
 	}
 	if err := CheckName(name); err != nil {
@@ -288,7 +293,7 @@ func (l *Locker) Watch(ctx context.Context, name string) (lease.Watch, error) {
 	if err := l.begin(ctx); err != nil {
 		return nil, l.fail(ctx, op, name, err)
 	}
-	w, err := s.Watch(ctx, name)
+	w, err := start()
 	if err != nil {
 		return nil, l.fail(ctx, op, name, err)
 	}

@@ -49,20 +49,10 @@ const stopMarkTimeout = time.Second
 // still have a mark on it, Stop takes the mark away (one round trip,
 // bounded by a second), so that releases no longer wake this Locker.
 func (l *Locker) WatchTurn(ctx context.Context, name string) (lease.Watch, error) {
-	const op = "watch turn"
 	s, ok := l.store.(TurnWatcher)
-	if !ok {
-		return nil, fmt.Errorf("%s: %s: %w", l.prefix, op, errors.ErrUnsupported)
-	}
-	if err := CheckName(name); err != nil {
-		return nil, l.invalid(op, err)
-	}
-	if err := l.begin(ctx); err != nil {
-		return nil, l.fail(ctx, op, name, err)
-	}
-	w, err := s.WatchTurn(ctx, name, l.turns.waiter())
+	w, err := l.watch(ctx, "watch turn", name, ok, func() (lease.Watch, error) { return s.WatchTurn(ctx, name, l.turns.waiter()) })
 	if err != nil {
-		return nil, l.fail(ctx, op, name, err)
+		return nil, err
 	}
 	l.turns.mu.Lock()
 	if l.turns.names == nil {

@@ -3,7 +3,6 @@ package etcdlease
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/leasekit/lease/driver"
@@ -318,40 +317,9 @@ type placeRec struct {
 
 // places remembers the places in line of a Locker's waiters, so that a
 // waiter's next step is the one transaction that compares its arrival.
-// Forgetting one is harmless: the next step reads the place again. It is
-// bounded by maxPlaces; past that, an arbitrary entry goes.
-type places struct {
-	mu sync.Mutex
-	m  map[string]placeRec
-}
+// Forgetting one is harmless: the next step reads the place again. It
+// holds at most maxPlaces.
+type places = bounded[string, placeRec]
 
 // maxPlaces bounds the places a Locker remembers.
 const maxPlaces = 4096
-
-func (p *places) get(pk string) (placeRec, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	r, ok := p.m[pk]
-	return r, ok
-}
-
-func (p *places) put(pk string, r placeRec) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.m == nil {
-		p.m = map[string]placeRec{}
-	}
-	if _, ok := p.m[pk]; !ok && len(p.m) >= maxPlaces {
-		for k := range p.m {
-			delete(p.m, k)
-			break
-		}
-	}
-	p.m[pk] = r
-}
-
-func (p *places) forget(pk string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	delete(p.m, pk)
-}

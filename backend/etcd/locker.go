@@ -133,6 +133,7 @@ func makeLocker(client *clientv3.Client, closeClient func() error, o options) *L
 	s.markSeq.Store(uint64(time.Now().UnixNano()))
 	s.known.emptied = func(id clientv3.LeaseID) { s.revokes.revoke(life, id) }
 	s.reads.s, s.reads.max = s, maxReadsInFlight
+	s.places.max, s.marks.max = maxPlaces, maxMarks
 	s.writes.s, s.writes.batch = s, maxBatchWrites
 	s.keeper = newKeeper(client, life)
 	s.pool = newPool(s)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/leasekit/lease"
@@ -81,7 +80,8 @@ func (s *store) StopWaiting(ctx context.Context, name, waiter string) error {
 	if err != nil {
 		return err
 	}
-	s.marks.unmark(markID{name, waiter})
+	// The mark is gone; its lease stays for the next one.
+	s.marks.change(markID{name, waiter}, func(r markRec) markRec { r.key = ""; return r })
 	return nil
 }
 
@@ -417,50 +417,8 @@ func (r markRec) alive(now time.Time) bool {
 
 // marks remembers the marks of the Locker's waiters and their etcd
 // leases. Forgetting one is harmless: the next AcquireOrWait reads the
-// mark again, on a fresh lease. It is bounded by maxMarks; past that, an
-// arbitrary entry goes.
-type marks struct {
-	mu sync.Mutex
-	m  map[markID]markRec
-}
+// mark again, on a fresh lease. It holds at most maxMarks.
+type marks = bounded[markID, markRec]
 
 // maxMarks bounds the marks a Locker remembers.
 const maxMarks = 4096
-
-func (m *marks) get(id markID) (markRec, bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	r, ok := m.m[id]
-	return r, ok
-}
-
-func (m *marks) put(id markID, r markRec) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.m == nil {
-		m.m = map[markID]markRec{}
-	}
-	if _, ok := m.m[id]; !ok && len(m.m) >= maxMarks {
-		for k := range m.m {
-			delete(m.m, k)
-			break
-		}
-	}
-	m.m[id] = r
-}
-
-// unmark records that id has no mark, keeping its lease.
-func (m *marks) unmark(id markID) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if r, ok := m.m[id]; ok {
-		r.key = ""
-		m.m[id] = r
-	}
-}
-
-func (m *marks) forget(id markID) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	delete(m.m, id)
-}
