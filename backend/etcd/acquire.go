@@ -141,14 +141,7 @@ func (s *store) acquire(ctx context.Context, name, owner string, ttl time.Durati
 				return driver.Tenure{}, nil, kaErr
 			}
 			// A new key: its create revision is the transaction's revision.
-			t := held(name, owner, resp.Header.Revision, from, l.ttl)
-			if l.group {
-				s.known.remember(t, l.id, l.ttl)
-				s.known.groupDone(l.id, &t, true)
-			} else {
-				s.known.rememberSolo(t, l.id, l.ttl)
-			}
-			return t, nil, nil
+			return s.began(l, name, owner, resp.Header.Revision, from), nil, nil
 		}
 		kvs := resp.Responses[0].GetResponseRange().GetKvs()
 		if len(kvs) == 0 {
@@ -231,6 +224,19 @@ func (s *store) unused(ctx context.Context, l tenureLease) {
 		return
 	}
 	s.pool.give(l.sec, l.pooledLease)
+}
+
+// began returns the tenure that a transaction at revision rev put on l
+// (a new key: its create revision is rev), and remembers it on l.
+func (s *store) began(l tenureLease, name, owner string, rev int64, from time.Time) driver.Tenure {
+	t := held(name, owner, rev, from, l.ttl)
+	if l.group {
+		s.known.remember(t, l.id, l.ttl)
+		s.known.groupDone(l.id, &t, true)
+	} else {
+		s.known.rememberSolo(t, l.id, l.ttl)
+	}
+	return t
 }
 
 // usedUp tells the pool that a lease it gave is gone from it for good.

@@ -249,14 +249,7 @@ func (s *store) acquireOrWait(ctx context.Context, name, owner string, ttl time.
 				// before ttl: a store failure. A retry re-enters it.
 				return driver.Tenure{}, nil, kaErr
 			}
-			t := held(name, owner, resp.Header.Revision, from, l.ttl)
-			if l.group {
-				s.known.remember(t, l.id, l.ttl)
-				s.known.groupDone(l.id, &t, true)
-			} else {
-				s.known.rememberSolo(t, l.id, l.ttl)
-			}
-			return t, nil, nil
+			return s.began(l, name, owner, resp.Header.Revision, from), nil, nil
 		}
 		kvs := resp.Responses[0].GetResponseRange().GetKvs()
 		owned := resp.Responses[1].GetResponseTxn()
