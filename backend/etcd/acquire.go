@@ -125,12 +125,7 @@ func (s *store) acquire(ctx context.Context, name, owner string, ttl time.Durati
 			continue
 		}
 		if err != nil {
-			s.usedUp(l)
-			if l.group {
-				s.known.groupDone(l.id, nil, false)
-			} else {
-				s.known.unanswer(l.id, time.Now().Add(time.Duration(l.ttl)*time.Second))
-			}
+			s.unanswered(l)
 			return driver.Tenure{}, nil, err
 		}
 		if resp.Succeeded {
@@ -224,6 +219,19 @@ func (s *store) unused(ctx context.Context, l tenureLease) {
 		return
 	}
 	s.pool.give(l.sec, l.pooledLease)
+}
+
+// unanswered records that the transaction putting a tenure on l failed
+// without an answer, so it may still be applied: l leaves the pool, and
+// known records the unanswered member of a group (groupDone) or the lone
+// tenure's lease (unanswer).
+func (s *store) unanswered(l tenureLease) {
+	s.usedUp(l)
+	if l.group {
+		s.known.groupDone(l.id, nil, false)
+	} else {
+		s.known.unanswer(l.id, time.Now().Add(time.Duration(l.ttl)*time.Second))
+	}
 }
 
 // began returns the tenure that a transaction at revision rev put on l

@@ -203,12 +203,7 @@ func (s *store) acquireOrWait(ctx context.Context, name, owner string, ttl time.
 			continue
 		}
 		if err != nil {
-			s.usedUp(l)
-			if l.group {
-				s.known.groupDone(l.id, nil, false)
-			} else {
-				s.known.unanswer(l.id, time.Now().Add(time.Duration(l.ttl)*time.Second))
-			}
+			s.unanswered(l)
 			// A mark may have been put on ml: leave it to expire, and
 			// forget it, so that the next attempt reads what is there.
 			if !known {
