@@ -95,6 +95,7 @@ var cases = []testCase{
 	{name: "a release wakes only the waiting locker whose mark is oldest", contract: "turn", fn: turnWakesOldestMark},
 	{name: "with no mark placed a release wakes every turn watch", contract: "turn", fn: turnWithoutMarksWakesAll},
 	{name: "a lapsed mark no longer gets the turn", contract: "turn", fn: turnMarkLapses, budget: defaultBudget + 2*lease.MarkLife},
+	{name: "a waiter whose turn came and who gives up holds up the next waiter no longer than its fallback", contract: "turn", fn: turnPassesOn},
 	{name: "queued waiters get a free name in arrival order", contract: "fair", fn: fairQueueOrder},
 	{name: "a waiter that gives up or lets its place expire holds up no one", contract: "fair", fn: fairPlaceExpires, waits: 1},
 	{name: "the holder's queued Acquire re-enters and keeps no place; a plain Acquire passes the line", contract: "fair", fn: fairHolderAndBarger},

@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -211,4 +212,47 @@ func turnMarkLapses(t testing.TB, s *suite) {
 	}
 	s.woken(t, wB, "the Locker whose mark is live", "a Release after the older mark lapsed")
 	quiet(t, wA, "the Locker whose mark lapsed", "that Release")
+}
+
+// turnPassesOn: when the Locker a release chose stops waiting instead of
+// acquiring, the next waiter (a Run on another Locker) still gets the
+// name within Run's fallback, not at the holder's old expiry or the
+// mark's lapse: a store may pass the turn on at once (Redis does) or
+// leave the next waiter to try again on its own.
+func turnPassesOn(t testing.TB, s *suite) {
+	ctx := t.Context()
+	name := s.name("turn-pass")
+	holder, a, b := s.locker(t), s.locker(t), s.locker(t)
+	twA, wA := s.turner(t, a, name)
+	held, _ := s.acquire(t, holder, name, "holder", long)
+	waitTurn(t, twA, name, "waiter-a")
+	entered := make(chan time.Time, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- lease.Run(ctx, b, name, long, func(context.Context) error {
+			entered <- time.Now()
+			return nil
+		}, lease.WithWait(long), lease.WithOwner("waiter-b"))
+	}()
+	time.Sleep(turnQuiet) // b's first attempt finds the name held and marks
+	drain(wA)
+	if err := holder.Release(ctx, held); err != nil {
+		failCall(t, "Release", err)
+	}
+	s.woken(t, wA, "the Locker with the oldest mark", "a Release")
+	wA.Stop() // a gives up its turn
+	stopped := time.Now()
+	select {
+	case at := <-entered:
+		if d := at.Sub(stopped); d > 4*time.Second {
+			t.Errorf("the next waiter got the name %s after the chosen one gave up; want within Run's fallback (2s)", d)
+		}
+	case err := <-done:
+		t.Fatalf("the next waiter's Run returned %v without getting the name", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the next waiter did not get the name within 10s of the chosen one giving up")
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("the next waiter's Run: %v", err)
+	}
 }

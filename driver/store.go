@@ -149,7 +149,13 @@ type TurnWatcher interface {
 	// removes the mark, or, when m.Keep, places it at the back anew with a
 	// lapse of now+m.Life.
 	AcquireOrWait(ctx context.Context, name, owner string, ttl time.Duration, m Mark) (Tenure, error)
-	// StopWaiting removes waiter's mark on name, if it has one.
+	// StopWaiting removes waiter's mark on name, if it has one. When that
+	// mark was live and first and name is free, a release most likely
+	// chose waiter, which gives up: a store should then wake the next
+	// mark's waiter, as a release would (Redis, PostgreSQL and memory do;
+	// on etcd the next waiter tries at lease.Run's fallback). The
+	// conformance suite requires the next waiter to get the name within
+	// that fallback either way.
 	StopWaiting(ctx context.Context, name, waiter string) error
 }
 

@@ -46,11 +46,20 @@ func (s *store) AcquireOrWait(ctx context.Context, name, owner string, ttl time.
 	return got, nil
 }
 
-// StopWaiting implements driver.TurnWatcher.
+// StopWaiting implements driver.TurnWatcher. When waiter's mark was first
+// and the name is free, a release most likely chose waiter, which gives up
+// instead of acquiring: the turn passes on to the next mark, as Redis
+// passes it.
 func (s *store) StopWaiting(ctx context.Context, name, waiter string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.setMarks(name, slices.DeleteFunc(s.liveMarks(name, s.clock.Now()), func(p place) bool { return p.owner == waiter }))
+	now := s.clock.Now()
+	marks := s.liveMarks(name, now)
+	first := len(marks) > 0 && marks[0].owner == waiter
+	s.setMarks(name, slices.DeleteFunc(marks, func(p place) bool { return p.owner == waiter }))
+	if _, held := s.current(name, now); first && !held {
+		s.notify(name)
+	}
 	return nil
 }
 

@@ -94,8 +94,8 @@ func buildQueries(d Dialect, table, marks string) *queries {
 		q.acquireOrWait, q.stopWaiting, q.cleanup = postgresAcquireOrWait, postgresStopWaiting, postgresCleanupMarks
 	}
 	channel, class := channelFor(table)
-	r := strings.NewReplacer("{T}", table, "{NOW}", nowExpr[d], "{NOTIFY}", notify, "{TAKEOVER}", postgresTakeover)
-	// {NOTIFY} and {TAKEOVER} bring these in.
+	r := strings.NewReplacer("{T}", table, "{NOW}", nowExpr[d], "{NOTIFY}", notify, "{TAKEOVER}", postgresTakeover, "{PASS}", postgresNotifyPass)
+	// {NOTIFY}, {TAKEOVER} and {PASS} bring these in.
 	r2 := strings.NewReplacer("{CHANNEL}", quoteLiteral(channel), "{CLASS}", strconv.Itoa(int(class)), "{M}", marks, "{NOW}", nowExpr[d])
 	for _, s := range []*string{&q.acquire, &q.renew, &q.release, &q.inspect, &q.list, &q.listAll,
 		&q.forceRelease, &q.cleanup, &q.acquireUpsert, &q.acquireUpsertAlias, &q.acquireRead, &q.forceSelect, &q.forceUpdate,

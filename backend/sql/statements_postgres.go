@@ -1,5 +1,7 @@
 package sqllease
 
+import "strings"
+
 // postgresTakeover is the conflict clause of the PostgreSQL takeover
 // statements (acquire, acquireBatch): on a row that exists, take it over
 // where it is free (expired), keep it and move its expiry where it is the
@@ -170,8 +172,23 @@ UNION ALL
 SELECT cur.owner, cur.token, cur.expires_at, n.ms, cur.acquired_at FROM cur, n
 WHERE EXISTS (SELECT 1 FROM busy) AND NOT EXISTS (SELECT 1 FROM up)`
 
-// postgresStopWaiting deletes a waiter's mark on a name.
-const postgresStopWaiting = `DELETE FROM {M} WHERE lease_key = $1::bytea AND waiter = $2::text`
+// postgresStopWaiting deletes a waiter's mark on a name. When that mark
+// was live and first in line and the name is free, a release most likely
+// chose this waiter, which gives up instead of acquiring: the turn passes
+// on to the next mark ({PASS}), as a release would pass it, and as Redis
+// and memory pass it.
+const postgresStopWaiting = `WITH n AS MATERIALIZED (SELECT {NOW} AS ms),
+d AS (DELETE FROM {M} WHERE lease_key = $1::bytea AND waiter = $2::text RETURNING lease_key, placed_us, lapses_at),
+r AS (SELECT d.lease_key FROM d, n WHERE d.lapses_at > n.ms
+	AND NOT EXISTS (SELECT 1 FROM {M} AS m WHERE m.lease_key = d.lease_key AND m.waiter <> $2::text AND m.lapses_at > n.ms
+		AND (m.placed_us, m.waiter) < (d.placed_us, $2::text))
+	AND NOT EXISTS (SELECT 1 FROM {T} AS t WHERE t.lease_key = d.lease_key AND t.expires_at > n.ms))
+SELECT {PASS} FROM r`
+
+// postgresNotifyPass is postgresNotifyTurn for postgresStopWaiting: the
+// statement's snapshot still shows the mark it deletes, so the waiter
+// named is the first other than the one that stops.
+var postgresNotifyPass = strings.Replace(postgresNotifyTurn, "WHERE m.lease_key = r.lease_key AND", "WHERE m.lease_key = r.lease_key AND m.waiter <> $2::text AND", 1)
 
 // postgresCleanupMarks is cleanup with a marks table: it also deletes
 // every lapsed mark, in the same statement (the count is the lease

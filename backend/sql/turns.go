@@ -121,7 +121,9 @@ func (s *store) AcquireOrWait(ctx context.Context, name, owner string, ttl time.
 }
 
 // StopWaiting implements driver.TurnWatcher with one statement
-// (q.stopWaiting). Without marks it does nothing.
+// (q.stopWaiting), which also passes the turn on when the waiter's mark
+// was first and the name is free (the release chose a waiter that gave
+// up). Without marks it does nothing.
 func (s *store) StopWaiting(ctx context.Context, name, waiter string) error {
 	if err := s.setup(ctx); err != nil {
 		return err

@@ -885,3 +885,43 @@ func TestAcquireOrWaitBurstGoesOutInBatches(t *testing.T) {
 		}
 	}
 }
+
+// TestStopWaitingPassesTheTurn: a waiter whose mark was first stops
+// waiting on a free name (the release chose it, and it gave up): its
+// StopWaiting wakes the next marked Locker. While the name is held, or
+// when the mark was not first, StopWaiting wakes no one.
+func TestStopWaitingPassesTheTurn(t *testing.T) {
+	s := postgresStore(t)
+	holder, a, b, c := s.openLocker(t), s.openLocker(t), s.openLocker(t), s.openLocker(t)
+	ctx := t.Context()
+	const name = "pass"
+	held, err := holder.Acquire(ctx, name, "h", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ws []lease.Watch
+	for i, l := range []*Locker{a, b, c} {
+		w, err := l.WatchTurn(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Stop()
+		ws = append(ws, w)
+		if _, err := l.AcquireOrWait(ctx, name, fmt.Sprint(i), time.Minute); !errors.Is(err, lease.ErrHeld) {
+			t.Fatalf("waiter %d: %v, want ErrHeld", i, err)
+		}
+	}
+	drainAll(ws...)
+	ws[1].Stop() // b, not first, stops while the name is held
+	noWake(t, ws[2], 300*time.Millisecond, "a waiter that was not first stopped waiting on a held name")
+	if err := holder.Release(ctx, held); err != nil {
+		t.Fatal(err)
+	}
+	waitWake(t, ws[0], 5*time.Second, "a release, a's mark first")
+	noWake(t, ws[2], 300*time.Millisecond, "a release that chose a's mark")
+	ws[0].Stop() // a gives its turn up
+	waitWake(t, ws[2], 5*time.Second, "the chosen waiter giving up on a free name")
+	if n := s.markCount(t, name); n != 1 {
+		t.Fatalf("%d marks, want c's alone", n)
+	}
+}
