@@ -24,7 +24,7 @@ import (
 func (s *store) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (driver.Tenure, error) {
 	leaseKey, tokenKey := s.keys(name)
 	ms := ttlMillis(ttl)
-	v, err := s.runScript(ctx, acquireScript, []string{leaseKey, tokenKey}, name, owner, ms)
+	v, err := s.call(ctx, acquireScript, true, []string{leaseKey, tokenKey}, name, owner, ms)
 	if err != nil {
 		return driver.Tenure{}, callErr(ctx, err)
 	}

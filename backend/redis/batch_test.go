@@ -18,11 +18,13 @@ import (
 
 // scriptTrips counts the round trips that run scripts: pipelines, and
 // single EVAL or EVALSHA commands (not a new connection's HELLO and
-// CLIENT SETINFO, which go-redis pipelines too).
+// CLIENT SETINFO, which go-redis pipelines too), and the scripts' commands
+// (evalsha or eval) of each.
 type scriptTrips struct {
 	mu    sync.Mutex
 	trips int
 	cmds  int
+	log   [][]string
 }
 
 func (h *scriptTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
@@ -33,6 +35,7 @@ func (h *scriptTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 			h.mu.Lock()
 			h.trips++
 			h.cmds++
+			h.log = append(h.log, []string{n})
 			h.mu.Unlock()
 		}
 		return next(ctx, cmd)
@@ -41,16 +44,17 @@ func (h *scriptTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 
 func (h *scriptTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		scripts := 0
+		var scripts []string
 		for _, c := range cmds {
 			if n := c.Name(); n == "eval" || n == "evalsha" {
-				scripts++
+				scripts = append(scripts, n)
 			}
 		}
-		if scripts > 0 {
+		if len(scripts) > 0 {
 			h.mu.Lock()
 			h.trips++
-			h.cmds += scripts
+			h.cmds += len(scripts)
+			h.log = append(h.log, scripts)
 			h.mu.Unlock()
 		}
 		return next(ctx, cmds)
@@ -61,8 +65,18 @@ func (h *scriptTrips) take() (trips, cmds int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	trips, cmds = h.trips, h.cmds
-	h.trips, h.cmds = 0, 0
+	h.trips, h.cmds, h.log = 0, 0, nil
 	return trips, cmds
+}
+
+// takeLog returns the scripts' commands of each round trip since the
+// last take, and starts counting anew.
+func (h *scriptTrips) takeLog() [][]string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	log := h.log
+	h.trips, h.cmds, h.log = 0, 0, nil
+	return log
 }
 
 // batchStores runs fn on a miniredis whose clock the test moves and on the

@@ -95,6 +95,18 @@
 // per sweep instead of 10,000 (TestRenewBatchRoundTrips counts them;
 // LEASE_REDIS_SCALE=10000 go test -run TestRenewSweepScale times a sweep).
 //
+// Concurrent Acquires, Renews and Releases of one Locker share round trips
+// too (pipeline.go). A call that finds fewer than two of them on the wire
+// sends its script at once, alone; while two are, later calls wait, and
+// the next to get a turn sends every waiting call (up to 128) as one
+// pipeline, each script doing exactly what it does alone. Redis spends
+// most of a short script's time reading the request and writing the reply,
+// so this lowers the server's and the client's work per call, at the cost
+// of up to one more round trip of waiting for a call that arrives while
+// two are on the wire (TestConcurrentCallsShareRoundTrips; bench/ measures
+// it). A call whose context ends while it waits returns its context's
+// error and is never sent.
+//
 // go-redis resends a request whose connection failed or timed out (up to
 // its MaxRetries). Acquire and Renew are safe to resend: a re-entrant
 // Acquire keeps the token, a second Renew extends again. Release is made

@@ -12,3 +12,10 @@ func SetWatchLimits(l *Locker, linger time.Duration, most int) {
 	h.linger = linger
 	h.most = most
 }
+
+// Lanes is how many requests of Acquire, Renew and Release one Locker
+// has on the wire at once before later calls queue for a pipeline.
+const Lanes = lanes
+
+// Waiting returns how many calls of l wait in its queue for a pipeline.
+func Waiting(l *Locker) int { return int(l.s.pipes.waiting.Load()) }

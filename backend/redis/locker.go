@@ -151,7 +151,8 @@ type store struct {
 	// Acquire and Renew within replicaTimeout (WithReplicaAck).
 	replicas       int
 	replicaTimeout time.Duration
-	subs           subs // the Watches' pub/sub connection (watch.go)
+	subs           subs      // the Watches' pub/sub connection (watch.go)
+	pipes          pipeliner // Acquire, Renew and Release share round trips (pipeline.go)
 }
 
 var (

@@ -3,6 +3,7 @@ package redislease
 import (
 	"context"
 	"crypto/rand"
+	"fmt"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -71,10 +72,14 @@ func (s *store) release(ctx context.Context, t driver.Tenure, nonce string) (boo
 	tag := tagOf(t.Name)
 	token := strconv.FormatUint(t.Token, 10)
 	keys := []string{s.key(&tag, leaseSuffix, ""), s.key(&tag, releasedSuffix, token), s.key(&tag, marksSuffix, ""), s.key(&tag, lapsesSuffix, "")}
-	n, err := releaseScript.Run(ctx, s.client, keys,
-		t.Name, t.Owner, token, nonce, releaseMarkerTTL.Milliseconds()).Int64()
+	v, err := s.call(ctx, releaseScript, false, keys,
+		t.Name, t.Owner, token, nonce, releaseMarkerTTL.Milliseconds())
 	if err != nil {
 		return false, callErr(ctx, err)
+	}
+	n, ok := v.(int64)
+	if !ok {
+		return false, fmt.Errorf("unexpected script reply %#v", v)
 	}
 	return n == 1, nil
 }

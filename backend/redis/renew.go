@@ -17,7 +17,7 @@ import (
 func (s *store) Renew(ctx context.Context, t driver.Tenure, ttl time.Duration) (driver.Tenure, bool, error) {
 	leaseKey := s.leaseKey(t.Name)
 	ms := ttlMillis(ttl)
-	v, err := s.runScript(ctx, renewScript, []string{leaseKey}, t.Name, t.Owner, strconv.FormatUint(t.Token, 10), ms)
+	v, err := s.call(ctx, renewScript, true, []string{leaseKey}, t.Name, t.Owner, strconv.FormatUint(t.Token, 10), ms)
 	if err != nil {
 		return driver.Tenure{}, false, callErr(ctx, err)
 	}
