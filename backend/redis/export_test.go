@@ -18,4 +18,4 @@ func SetWatchLimits(l *Locker, linger time.Duration, most int) {
 const Lanes = lanes
 
 // Waiting returns how many calls of l wait in its queue for a pipeline.
-func Waiting(l *Locker) int { return int(l.s.pipes.waiting.Load()) }
+func Waiting(l *Locker) int { return l.s.pipes.Waiting() }

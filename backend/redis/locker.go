@@ -124,7 +124,7 @@ func newLocker(client redis.UniversalClient, owned bool, opts []Option) (*Locker
 			return nil, fmt.Errorf("lease/redis: %w: WithReplicaAck needs a client of one master (a plain or Sentinel client): a %T's pipelines do not keep WAIT with the writes it waits for", lease.ErrInvalid, client)
 		}
 	}
-	s := &store{client: client, owned: owned, prefix: o.prefix, replicas: o.replicas, replicaTimeout: o.replicaTimeout}
+	s := &store{client: client, owned: owned, prefix: o.prefix, replicas: o.replicas, replicaTimeout: o.replicaTimeout, pipes: newPipeliner()}
 	return &Locker{base: driver.NewLocker("redis", s), s: s}, nil
 }
 
@@ -151,8 +151,8 @@ type store struct {
 	// Acquire and Renew within replicaTimeout (WithReplicaAck).
 	replicas       int
 	replicaTimeout time.Duration
-	subs           subs      // the Watches' pub/sub connection (watch.go)
-	pipes          pipeliner // Acquire, Renew and Release share round trips (pipeline.go)
+	subs           subs       // the Watches' pub/sub connection (watch.go)
+	pipes          *pipeliner // Acquire, Renew and Release share round trips (pipeline.go)
 }
 
 var (
