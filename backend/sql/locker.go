@@ -124,6 +124,7 @@ func newLocker(db *sql.DB, o options) (*Locker, error) {
 	}
 	s.hub.linger, s.hub.maxLinger = listenLinger, maxLingering
 	s.acquireSlots = acquireSlots(db.Stats().MaxOpenConnections)
+	s.renews.Lanes, s.renews.Max, s.renews.What = renewLanes, maxBatchChunk, "renewals"
 	return &Locker{base: driver.NewLocker("sql", s), s: s}, nil
 }
 

@@ -6,6 +6,8 @@ import (
 	sqldriver "database/sql/driver"
 	"errors"
 	"fmt"
+	"github.com/leasekit/lease/driver"
+	"github.com/leasekit/lease/internal/combine"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -59,6 +61,8 @@ type store struct {
 	// queue holds the Acquires waiting to share a statement
 	// (acquire_batch.go).
 	queue acquireQueue
+	// renews holds the Renews waiting to share a statement (ops.go).
+	renews combine.Queue[driver.RenewItem, driver.RenewOutcome]
 	// acquireBatches counts the batches sent (tests read it).
 	acquireBatches atomic.Int64
 
