@@ -63,14 +63,16 @@
 // and MySQL 8, which has no INSERT ... RETURNING, send one statement per
 // Acquire.
 //
-// On PostgreSQL, Renews share statements too: while two Renews are under
-// way, later ones wait, and the next to get a turn renews every waiting
-// tenure in one batch renewal statement (RenewBatch's), each exactly as
-// its own statement would (TestRenewsShareStatements). One commit, and
-// one WAL flush, then serves several Renews. A Renew that finds fewer
+// On PostgreSQL, Renews and Releases share statements too: while two
+// Renews (or two Releases) are under way, later ones wait, and the next
+// to get a turn renews every waiting tenure in one batch renewal statement
+// (RenewBatch's), or ends every waiting tenure in one batch release
+// statement (releaseBatch), each exactly as its own statement would
+// (TestRenewsShareStatements, TestReleasesShareStatements). One commit,
+// and one WAL flush, then serves several calls. A call that finds fewer
 // than two under way is its own statement at once. MariaDB's batch
 // statement costs more than the Renews it would replace, so there, as on
-// SQLite, each Renew is its own statement.
+// SQLite, each Renew and Release is its own statement.
 //
 // # Waiting
 //

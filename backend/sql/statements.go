@@ -37,6 +37,10 @@ type queries struct {
 	// renewBatch renews the tenures of a batch document (batch.go).
 	renewBatch string
 
+	// releaseBatch ends the tenures of a batch document [index, key
+	// (hex), owner, token] (release_shared.go); PostgreSQL only.
+	releaseBatch string
+
 	// acquireBatch is the takeover statement for many names at once
 	// (acquire_batch.go): on PostgreSQL for a batch document, on MariaDB
 	// with {ROWS} standing for acquireBatchRow once per name. Empty where
@@ -99,7 +103,7 @@ func buildQueries(d Dialect, table, marks string) *queries {
 	r2 := strings.NewReplacer("{CHANNEL}", quoteLiteral(channel), "{CLASS}", strconv.Itoa(int(class)), "{M}", marks, "{NOW}", nowExpr[d])
 	for _, s := range []*string{&q.acquire, &q.renew, &q.release, &q.inspect, &q.list, &q.listAll,
 		&q.forceRelease, &q.cleanup, &q.acquireUpsert, &q.acquireUpsertAlias, &q.acquireRead, &q.forceSelect, &q.forceUpdate,
-		&q.renewBatch, &q.renewBatchRead, &q.acquireBatch, &q.acquireBatchRow, &q.acquireOrWait, &q.stopWaiting} {
+		&q.renewBatch, &q.releaseBatch, &q.renewBatchRead, &q.acquireBatch, &q.acquireBatchRow, &q.acquireOrWait, &q.stopWaiting} {
 		*s = r2.Replace(r.Replace(*s))
 	}
 	return &q

@@ -95,6 +95,18 @@ WHERE t.lease_key = $1::bytea AND t.owner = $2::text AND t.token = $3::bigint AN
 RETURNING t.lease_key)
 SELECT {NOTIFY} FROM r`,
 
+	// The batch form of release (release_shared.go): every tenure of the
+	// batch document [index, key (hex), owner, token] that is intact at
+	// the statement's one now is ended as release ends it, in key order
+	// (the document is sorted), and its element's index comes back, with
+	// the NOTIFY for the watched ones.
+	releaseBatch: `WITH n AS MATERIALIZED (SELECT {NOW} AS ms),
+r AS (UPDATE {T} AS t SET expires_at = -n.ms
+FROM n, json_array_elements($1::text::json) AS b(e)
+WHERE t.lease_key = decode(b.e->>1, 'hex') AND t.owner = (b.e->>2) AND t.token = (b.e->>3)::bigint AND t.expires_at > n.ms
+RETURNING (b.e->>0)::int AS i, t.lease_key)
+SELECT r.i, {NOTIFY} FROM r`,
+
 	inspect: `SELECT owner, token, expires_at, acquired_at FROM {T} WHERE lease_key = $1::bytea AND expires_at > {NOW}`,
 
 	list: `SELECT name, owner, token, expires_at, acquired_at FROM {T}

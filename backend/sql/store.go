@@ -63,6 +63,9 @@ type store struct {
 	queue acquireQueue
 	// renews holds the Renews waiting to share a statement (ops.go).
 	renews combine.Queue[driver.RenewItem, driver.RenewOutcome]
+	// releases holds the Releases waiting to share a statement
+	// (release_shared.go).
+	releases combine.Queue[driver.Tenure, bool]
 	// acquireBatches counts the batches sent (tests read it).
 	acquireBatches atomic.Int64
 
