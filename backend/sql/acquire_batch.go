@@ -6,14 +6,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
+	"errors"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/leasekit/lease/driver"
-	"github.com/leasekit/lease/internal/batchctx"
 )
 
 // maxAcquireBatch bounds the names one batch takeover statement acquires.
@@ -32,123 +30,67 @@ const maxAcquireBatch = 256
 
 // acquireReq is an Acquire waiting in the queue, and its answer.
 type acquireReq struct {
-	ctx         context.Context
 	name, owner string
-	ttl         int64 // ms
+	ttl         time.Duration
 	key         [sha256.Size]byte
 
-	taken bool          // in a batch (under acquireQueue.mu)
-	done  chan struct{} // closed once t, got and err are set
-	t     driver.Tenure
-	got   bool // the batch statement answered for it (else: send it alone)
-	err   error
+	t   driver.Tenure
+	got bool // the batch statement answered for it (else: send it alone)
 }
 
-// acquireQueue is the Acquires waiting for a batch.
-type acquireQueue struct {
-	mu   sync.Mutex
-	reqs []*acquireReq
-}
-
-// take removes and returns the waiting Acquires of distinct names, up to
-// maxAcquireBatch, oldest first.
-func (q *acquireQueue) take() []*acquireReq {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	var batch []*acquireReq
-	seen := map[[sha256.Size]byte]bool{}
-	rest := q.reqs[:0]
-	for _, r := range q.reqs {
-		if len(batch) < maxAcquireBatch && !seen[r.key] {
-			seen[r.key] = true
-			r.taken = true
-			batch = append(batch, r)
-		} else {
-			rest = append(rest, r)
-		}
-	}
-	clear(q.reqs[len(rest):])
-	q.reqs = rest
-	return batch
-}
-
-// leave removes r from the queue unless a batch took it; it reports
-// whether it did.
-func (q *acquireQueue) leave(r *acquireReq) bool {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if r.taken {
-		return false
-	}
-	if i := slices.Index(q.reqs, r); i >= 0 {
-		q.reqs = slices.Delete(q.reqs, i, i+1)
-	}
-	return true
-}
+// errAlone is a queued Acquire's answer when the batch statement had no
+// row for it: it sends its own statement, as a lone Acquire does.
+var errAlone = errors.New("no answer in the batch statement")
 
 // batches reports whether Acquires on this store share statements.
 func (s *store) batches() bool {
 	return s.acquireSlots != nil && s.q.acquireBatch != "" && (s.dialect == PostgreSQL || !s.noReturning)
 }
 
-// acquireQueued is Acquire while every acquire slot is taken: it waits in
-// the queue for a slot, or for another Acquire's batch to answer for it.
+// acquireQueued is Acquire on a store whose Acquires share statements
+// (internal/combine, with the acquire slots as its lanes): it sends its
+// own statement on a free slot when nobody waits, and otherwise waits for
+// a slot, or for another Acquire's batch to answer for it. One batch carries no
+// two Acquires of one name: a takeover statement cannot upsert a row
+// twice.
 func (s *store) acquireQueued(ctx context.Context, name, owner string, ttl time.Duration) (driver.Tenure, error) {
-	slots := s.acquireSlots
-	r := &acquireReq{ctx: ctx, name: name, owner: owner, ttl: ttlMillis(ttl), key: [sha256.Size]byte(key(name)), done: make(chan struct{})}
-	s.queue.mu.Lock()
-	s.queue.reqs = append(s.queue.reqs, r)
-	s.queue.mu.Unlock()
-	for {
-		select {
-		case <-r.done:
-			if r.err != nil || r.got {
-				return r.t, r.err
-			}
-			// The batch had no answer for it: alone, as Acquire does.
-			return s.acquireOne(ctx, name, owner, ttl)
-		case slots <- struct{}{}:
-			batch := s.queue.take()
-			if len(batch) > 0 {
-				s.acquireBatch(batch)
-			}
-			<-slots
-			// r is answered now, or in a batch under way.
-		case <-ctx.Done():
-			if s.queue.leave(r) {
-				return driver.Tenure{}, fmt.Errorf("waiting for one of the %d Acquires under way to finish: %w", cap(slots), ctx.Err())
-			}
-			return driver.Tenure{}, ctx.Err() // sent in a batch: its outcome is unknown
-		}
+	r := &acquireReq{name: name, owner: owner, ttl: ttl, key: [sha256.Size]byte(key(name))}
+	t, err := s.acquires.Do(ctx, r, func(ctx context.Context, r *acquireReq) (driver.Tenure, error) {
+		return s.acquireOne(ctx, r.name, r.owner, r.ttl) // on a slot Do took
+	}, s.acquireBatch)
+	if errors.Is(err, errAlone) {
+		return s.acquireOne(ctx, name, owner, ttl)
 	}
+	return t, err
 }
 
 // acquireBatch sends batch in one takeover statement (retried as every
 // statement is) and answers each of its Acquires.
-func (s *store) acquireBatch(batch []*acquireReq) {
-	slices.SortFunc(batch, func(a, b *acquireReq) int { return bytes.Compare(a.key[:], b.key[:]) })
-	ctxs := make([]context.Context, len(batch))
-	for i, r := range batch {
-		ctxs[i] = r.ctx
-	}
-	ctx, cancel := batchctx.New(context.Background(), ctxs)
-	defer cancel()
+func (s *store) acquireBatch(ctx context.Context, batch []*acquireReq) ([]driver.Tenure, []error) {
+	sorted := slices.Clone(batch)
+	slices.SortFunc(sorted, func(a, b *acquireReq) int { return bytes.Compare(a.key[:], b.key[:]) })
 	s.acquireBatches.Add(1)
 	err := retry(ctx, s.dialect, func() error {
-		for _, r := range batch {
+		for _, r := range sorted {
 			r.got = false
 		}
-		return s.acquireBatchOnce(ctx, batch)
+		return s.acquireBatchOnce(ctx, sorted)
 	})
 	if err != nil {
 		err = s.fail(err)
 	}
-	for _, r := range batch {
-		if err != nil {
-			r.err = err
+	ts, errs := make([]driver.Tenure, len(batch)), make([]error, len(batch))
+	for i, r := range batch {
+		switch {
+		case err != nil:
+			errs[i] = err
+		case r.got:
+			ts[i] = r.t
+		default:
+			errs[i] = errAlone
 		}
-		close(r.done)
 	}
+	return ts, errs
 }
 
 // acquireBatchOnce runs the batch takeover statement once.
@@ -159,7 +101,7 @@ func (s *store) acquireBatchOnce(ctx context.Context, batch []*acquireReq) error
 	if s.dialect == PostgreSQL {
 		doc := make([][]any, len(batch))
 		for i, r := range batch {
-			doc[i] = []any{i, hex.EncodeToString(r.key[:]), hex.EncodeToString([]byte(r.name)), r.owner, r.ttl}
+			doc[i] = []any{i, hex.EncodeToString(r.key[:]), hex.EncodeToString([]byte(r.name)), r.owner, ttlMillis(r.ttl)}
 		}
 		b, err := json.Marshal(doc)
 		if err != nil {
@@ -191,7 +133,7 @@ func (s *store) acquireBatchOnce(ctx context.Context, batch []*acquireReq) error
 	args := make([]any, 0, 5*len(batch))
 	at := make(map[[sha256.Size]byte]*acquireReq, len(batch))
 	for _, r := range batch {
-		args = append(args, r.key[:], []byte(r.name), r.owner, r.ttl, s.host)
+		args = append(args, r.key[:], []byte(r.name), r.owner, ttlMillis(r.ttl), s.host)
 		at[r.key] = r
 	}
 	rows, err := s.db.QueryContext(ctx, stmt, args...)

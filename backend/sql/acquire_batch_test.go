@@ -70,9 +70,7 @@ func TestBatchedAcquiresGiveSingleAnswers(t *testing.T) {
 		}
 		if l.s.batches() {
 			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
-				l.s.queue.mu.Lock()
-				n := len(l.s.queue.reqs)
-				l.s.queue.mu.Unlock()
+				n := l.s.acquires.Waiting()
 				if n == len(wants) {
 					break
 				}

@@ -57,7 +57,8 @@
 // does for each name what the single statement does and answers each
 // Acquire as its own would (TestBatchedAcquiresGiveSingleAnswers); names
 // go in key order, so concurrent batches lock rows in one order. A lone
-// Acquire, or one that finds a turn free, is its own statement. Ten
+// Acquire, or one that finds a turn free and nobody waiting, is its own
+// statement (the queue is internal/combine's, as for Renews below). Ten
 // thousand Acquires at once cost a few hundred statements and commits
 // instead of ten thousand. SQLite, whose writes go one at a time anyway,
 // and MySQL 8, which has no INSERT ... RETURNING, send one statement per

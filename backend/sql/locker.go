@@ -124,6 +124,8 @@ func newLocker(db *sql.DB, o options) (*Locker, error) {
 	}
 	s.hub.linger, s.hub.maxLinger = listenLinger, maxLingering
 	s.acquireSlots = acquireSlots(db.Stats().MaxOpenConnections)
+	s.acquires.Turns, s.acquires.Max, s.acquires.What = s.acquireSlots, maxAcquireBatch, "Acquires"
+	s.acquires.Key = func(r *acquireReq) string { return string(r.key[:]) }
 	s.renews.Lanes, s.renews.Max, s.renews.What = sharedLanes, maxBatchChunk, "renewals"
 	s.releases.Lanes, s.releases.Max, s.releases.What = sharedLanes, maxBatchChunk, "releases"
 	return &Locker{base: driver.NewLocker("sql", s), s: s}, nil

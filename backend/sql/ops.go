@@ -53,12 +53,12 @@ func (s *store) Acquire(ctx context.Context, name, owner string, ttl time.Durati
 		return driver.Tenure{}, err
 	}
 	if slots := s.acquireSlots; slots != nil {
+		if s.batches() {
+			return s.acquireQueued(ctx, name, owner, ttl) // see acquire_batch.go
+		}
 		select {
 		case slots <- struct{}{}:
 		default:
-			if s.batches() {
-				return s.acquireQueued(ctx, name, owner, ttl) // see acquire_batch.go
-			}
 			select {
 			case slots <- struct{}{}:
 			case <-ctx.Done():

@@ -58,9 +58,9 @@ type store struct {
 	// (maxBatchChunk; tests make it smaller).
 	batchChunk int
 
-	// queue holds the Acquires waiting to share a statement
-	// (acquire_batch.go).
-	queue acquireQueue
+	// acquires holds the Acquires waiting to share a statement
+	// (acquire_batch.go); its lanes are acquireSlots.
+	acquires combine.Queue[*acquireReq, driver.Tenure]
 	// renews holds the Renews waiting to share a statement (ops.go).
 	renews combine.Queue[driver.RenewItem, driver.RenewOutcome]
 	// releases holds the Releases waiting to share a statement

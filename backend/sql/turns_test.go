@@ -860,9 +860,7 @@ func TestAcquireOrWaitBurstGoesOutInBatches(t *testing.T) {
 		})
 	}
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
-		l.s.queue.mu.Lock()
-		n := len(l.s.queue.reqs)
-		l.s.queue.mu.Unlock()
+		n := l.s.acquires.Waiting()
 		if n == free+busy {
 			break
 		}

@@ -3,7 +3,7 @@
 // get a turn sends every waiting call in one batch request. A call that
 // finds a turn free and nobody waiting sends its own request at once, so
 // a call never waits for company. The Redis backend's pipelines and the
-// SQL backend's shared renewals use it.
+// SQL backend's shared Acquires, Renews and Releases use it.
 package combine
 
 import (
@@ -27,6 +27,16 @@ type Queue[Req, Res any] struct {
 	// What names the requests in the error of a call whose context ends
 	// while it waits ("requests", "renewals").
 	What string
+	// Key, when set, keeps calls with the same key out of one batch: a
+	// call whose key is already in the batch being taken stays first in
+	// line for the next one. For requests that one batch request cannot
+	// carry twice, such as two upserts of one row in one statement.
+	Key func(Req) string
+	// Turns, when set, is the lanes: its capacity bounds the requests
+	// under way, and other code may take a turn by sending on it too (the
+	// SQL backend's Releases share the Acquires' turns). Lanes is then
+	// ignored.
+	Turns chan struct{}
 
 	once  sync.Once
 	lanes chan struct{}
@@ -59,7 +69,12 @@ func (q *Queue[Req, Res]) Do(ctx context.Context, req Req,
 	alone func(context.Context, Req) (Res, error),
 	batch func(context.Context, []Req) ([]Res, []error),
 ) (Res, error) {
-	q.once.Do(func() { q.lanes = make(chan struct{}, max(1, q.Lanes)) })
+	q.once.Do(func() {
+		q.lanes = q.Turns
+		if q.lanes == nil {
+			q.lanes = make(chan struct{}, max(1, q.Lanes))
+		}
+	})
 	if q.waiting.Load() == 0 {
 		select {
 		case q.lanes <- struct{}{}:
@@ -123,19 +138,38 @@ func run[Req, Res any](cs []*call[Req, Res], batch func(context.Context, []Req) 
 	}
 }
 
-// take removes and returns the waiting calls, up to Max, oldest first.
+// take removes and returns the waiting calls, up to Max, oldest first,
+// and with Key set no two of one key.
 func (q *Queue[Req, Res]) take() []*call[Req, Res] {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	n := min(len(q.queue), max(1, q.Max))
-	cs := slices.Clone(q.queue[:n])
+	limit := max(1, q.Max)
+	var seen map[string]bool
+	if q.Key != nil {
+		seen = make(map[string]bool)
+	}
+	var cs []*call[Req, Res]
+	rest := q.queue[:0]
+	for _, c := range q.queue {
+		if len(cs) < limit {
+			if seen == nil {
+				cs = append(cs, c)
+				continue
+			}
+			if k := q.Key(c.req); !seen[k] {
+				seen[k] = true
+				cs = append(cs, c)
+				continue
+			}
+		}
+		rest = append(rest, c)
+	}
 	for _, c := range cs {
 		c.taken = true
 	}
-	rest := copy(q.queue, q.queue[n:])
-	clear(q.queue[rest:])
-	q.queue = q.queue[:rest]
-	q.waiting.Store(int32(rest))
+	clear(q.queue[len(rest):])
+	q.queue = rest
+	q.waiting.Store(int32(len(rest)))
 	return cs
 }
 

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -170,5 +171,88 @@ func TestShortBatchAnswer(t *testing.T) {
 	lanes.Wait()
 	if errs[0] != nil || errs[1] == nil {
 		t.Errorf("errors %v; want the first answered and the second failed", errs)
+	}
+}
+
+// TestKeyKeepsOneCallPerKeyInABatch: with Key set, a batch carries no two
+// calls of one key; the later ones go in the next batch, still oldest
+// first, and every call is answered.
+func TestKeyKeepsOneCallPerKeyInABatch(t *testing.T) {
+	q := &Queue[int, int]{Lanes: 1, Max: 8, What: "requests", Key: func(r int) string { return string(rune('a' + r%3)) }}
+	release := make(chan struct{})
+	lanes := lanesHeld(t, q, release)
+	var mu sync.Mutex
+	var batches [][]int
+	batch := func(_ context.Context, reqs []int) ([]int, []error) {
+		mu.Lock()
+		batches = append(batches, slices.Clone(reqs))
+		mu.Unlock()
+		res := make([]int, len(reqs))
+		for i, r := range reqs {
+			res[i] = r * 10
+		}
+		return res, nil
+	}
+	// Keys a b c a b a: three distinct, then two, then one.
+	reqs := []int{0, 1, 2, 3, 4, 6}
+	var wg sync.WaitGroup
+	got := make([]int, len(reqs))
+	errs := make([]error, len(reqs))
+	for i, r := range reqs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got[i], errs[i] = q.Do(context.Background(), r, nil, batch)
+		}()
+		waitFor(t, q, i+1)
+	}
+	close(release)
+	wg.Wait()
+	lanes.Wait()
+	for i, r := range reqs {
+		if errs[i] != nil || got[i] != r*10 {
+			t.Errorf("call %d: %d, %v; want %d", r, got[i], errs[i], r*10)
+		}
+	}
+	want := [][]int{{0, 1, 2}, {3, 4}, {6}}
+	if !slices.EqualFunc(batches, want, slices.Equal[[]int]) {
+		t.Errorf("batches %v; want %v", batches, want)
+	}
+}
+
+// TestTurnsAreSharedWithOtherCode: with Turns set, a turn taken by
+// sending on the channel outside the queue is a lane in use, so calls
+// wait while every turn is taken and share a batch once one is given
+// back.
+func TestTurnsAreSharedWithOtherCode(t *testing.T) {
+	turns := make(chan struct{}, 2)
+	q := &Queue[int, int]{Lanes: 5, Max: 8, What: "requests", Turns: turns}
+	alone := func(_ context.Context, r int) (int, error) { return r, nil }
+	if got, err := q.Do(context.Background(), 7, alone, nil); err != nil || got != 7 {
+		t.Fatalf("lone call: %d, %v", got, err)
+	}
+	turns <- struct{}{}
+	turns <- struct{}{}
+	var batches atomic.Int32
+	batch := func(_ context.Context, reqs []int) ([]int, []error) {
+		batches.Add(1)
+		return slices.Clone(reqs), nil
+	}
+	var wg sync.WaitGroup
+	for i := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if got, err := q.Do(context.Background(), i, alone, batch); err != nil || got != i {
+				t.Errorf("call %d: %d, %v", i, got, err)
+			}
+		}()
+		waitFor(t, q, i+1)
+	}
+	<-turns
+	wg.Wait()
+	<-turns
+	if n := batches.Load(); n != 1 {
+		t.Errorf("%d batches for 3 calls that waited for a turn; want 1", n)
 	}
 }
