@@ -75,6 +75,19 @@
 // statement costs more than the Renews it would replace, so there, as on
 // SQLite, each Renew and Release is its own statement.
 //
+// On MySQL and MariaDB, a Locker remembers the names it found held by
+// another owner (up to 4096), and until the holder's time is up, by the
+// remaining time the database gave, an Acquire of such a name by anyone
+// but the holder reads the row first: a plain SELECT, which takes no
+// lock and opens no read-write transaction, where the takeover upsert
+// would lock the row and change nothing. A read that finds the name
+// still held is the answer, the row the upsert would have returned; one
+// that finds it free, ended or the caller's own is followed by the
+// takeover, so an Acquire of a name released early elsewhere costs two
+// round trips once (TestBusyAcquireReadsFirstMySQL). A Release by the
+// Locker forgets the name. PostgreSQL's takeover already leaves a held
+// row untouched (TestBusyAcquireWritesNothingPostgres).
+//
 // # Waiting
 //
 // A PostgreSQL Locker with a Listener (WithListener; each Open gives one)

@@ -70,8 +70,15 @@ func (s *store) Acquire(ctx context.Context, name, owner string, ttl time.Durati
 	return s.acquireOne(ctx, name, owner, ttl)
 }
 
-// acquireOne is Acquire's takeover statement for one name.
+// acquireOne is Acquire's takeover statement for one name, after a read
+// on MySQL when the name was seen held by another owner (held.go).
 func (s *store) acquireOne(ctx context.Context, name, owner string, ttl time.Duration) (driver.Tenure, error) {
+	reads := s.readsFirst()
+	if reads && s.held.heldFrom(name, owner) {
+		if t, ok, err := s.acquireHeld(ctx, name, owner); ok || err != nil {
+			return t, err
+		}
+	}
 	var (
 		gotOwner               string
 		token, exp, nowMs, acq int64
@@ -90,7 +97,15 @@ func (s *store) acquireOne(ctx context.Context, name, owner string, ttl time.Dur
 	if err != nil {
 		return driver.Tenure{}, s.fail(err)
 	}
-	return taken(name, gotOwner, token, exp, nowMs, acq), nil
+	t := taken(name, gotOwner, token, exp, nowMs, acq)
+	if reads {
+		if gotOwner != owner {
+			s.held.note(name, gotOwner, t.Remaining)
+		} else {
+			s.held.forget(name)
+		}
+	}
+	return t, nil
 }
 
 // taken is the row a takeover statement returned, at its now nowMs: the
@@ -223,6 +238,9 @@ func (s *store) renewOne(ctx context.Context, t driver.Tenure, ttl time.Duration
 func (s *store) Release(ctx context.Context, t driver.Tenure) (bool, error) {
 	if err := s.setup(ctx); err != nil {
 		return false, err
+	}
+	if s.readsFirst() {
+		s.held.forget(t.Name) // the next Acquire of it need not read first
 	}
 	if s.q.releaseBatch != "" {
 		return s.releases.Do(ctx, t, s.releaseAlone, s.releaseShared)

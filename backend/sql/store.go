@@ -66,6 +66,9 @@ type store struct {
 	// releases holds the Releases waiting to share a statement
 	// (release_shared.go).
 	releases combine.Queue[driver.Tenure, bool]
+	// held is the names found held by another owner, which MySQL's
+	// Acquires read before they write (held.go).
+	held heldNames
 	// acquireBatches counts the batches sent (tests read it).
 	acquireBatches atomic.Int64
 
