@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -17,16 +18,17 @@ import (
 // maxAcquireBatch bounds the names one batch takeover statement acquires.
 const maxAcquireBatch = 256
 
-// Acquires in a burst share statements. While every acquire slot of the
-// pool is taken (acquireSlots), an Acquire waits in a queue; the next one
-// to get a slot takes every waiting Acquire of a distinct name (up to
-// maxAcquireBatch) and sends them in one takeover statement, which does
-// for each what the single statement does. A lone Acquire, or one that
-// finds a slot free, sends its own statement as before. Ten thousand
-// Acquires at once then cost a few hundred statements and commits, not
-// ten thousand. PostgreSQL and MariaDB 10.5+ batch (q.acquireBatch);
-// SQLite, whose writes are one at a time anyway, and MySQL 8, which has
-// no INSERT ... RETURNING, send one statement per Acquire.
+// Acquires share statements (internal/combine). On PostgreSQL, while
+// every acquire slot of the pool is taken (acquireSlots), an Acquire waits
+// in a queue; on MariaDB 10.5+, while two Acquires are under way. The
+// next one to get a turn takes every waiting Acquire of a distinct name
+// (up to maxAcquireBatch) and sends them in one takeover statement, which
+// does for each what the single statement does. A lone Acquire, or one
+// that finds a turn free and nobody waiting, sends its own statement. Ten
+// thousand Acquires at once then cost a few hundred statements and
+// commits, not ten thousand. SQLite, whose writes are one at a time
+// anyway, and MySQL 8, which has no INSERT ... RETURNING, send one
+// statement per Acquire.
 
 // acquireReq is an Acquire waiting in the queue, and its answer.
 type acquireReq struct {
@@ -48,20 +50,67 @@ func (s *store) batches() bool {
 }
 
 // acquireQueued is Acquire on a store whose Acquires share statements
-// (internal/combine, with the acquire slots as its lanes): it sends its
-// own statement on a free slot when nobody waits, and otherwise waits for
-// a slot, or for another Acquire's batch to answer for it. One batch carries no
-// two Acquires of one name: a takeover statement cannot upsert a row
-// twice.
+// (internal/combine): it sends its own statement when a lane is free and
+// nobody waits, and otherwise waits for a lane, or for another Acquire's
+// batch to answer for it. On PostgreSQL the lanes are the acquire slots;
+// on MariaDB they are sharedLanes of their own, and each statement also
+// takes an acquire slot (ownAcquireLanes). One batch carries no two
+// Acquires of one name: a takeover statement cannot upsert a row twice.
 func (s *store) acquireQueued(ctx context.Context, name, owner string, ttl time.Duration) (driver.Tenure, error) {
 	r := &acquireReq{name: name, owner: owner, ttl: ttl, key: [sha256.Size]byte(key(name))}
-	t, err := s.acquires.Do(ctx, r, func(ctx context.Context, r *acquireReq) (driver.Tenure, error) {
-		return s.acquireOne(ctx, r.name, r.owner, r.ttl) // on a slot Do took
-	}, s.acquireBatch)
+	alone := func(ctx context.Context, r *acquireReq) (driver.Tenure, error) {
+		return s.acquireOne(ctx, r.name, r.owner, r.ttl) // on a lane Do took
+	}
+	batch := s.acquireBatch
+	if s.ownAcquireLanes() {
+		alone = func(ctx context.Context, r *acquireReq) (driver.Tenure, error) {
+			if err := s.takeSlot(ctx); err != nil {
+				return driver.Tenure{}, err
+			}
+			defer func() { <-s.acquireSlots }()
+			return s.acquireOne(ctx, r.name, r.owner, r.ttl)
+		}
+		batch = func(ctx context.Context, rs []*acquireReq) ([]driver.Tenure, []error) {
+			if err := s.takeSlot(ctx); err != nil {
+				errs := make([]error, len(rs))
+				for i := range errs {
+					errs[i] = err
+				}
+				return nil, errs
+			}
+			defer func() { <-s.acquireSlots }()
+			return s.acquireBatch(ctx, rs)
+		}
+	}
+	t, err := s.acquires.Do(ctx, r, alone, batch)
 	if errors.Is(err, errAlone) {
 		return s.acquireOne(ctx, name, owner, ttl)
 	}
 	return t, err
+}
+
+// ownAcquireLanes reports whether the Acquires' queue has lanes of its
+// own (MariaDB) rather than the acquire slots (PostgreSQL). On MariaDB,
+// where a lone Acquire's commit is most of its cost, Acquires share a
+// statement as soon as two are under way; on PostgreSQL that gained
+// nothing and slowed busy Acquires, so they share only when every slot is
+// taken.
+func (s *store) ownAcquireLanes() bool { return s.dialect == MySQL }
+
+// takeSlot waits for one of the acquire slots, which Releases share, so
+// that Acquires and Releases together leave connections to renewals.
+func (s *store) takeSlot(ctx context.Context) error {
+	select {
+	case s.acquireSlots <- struct{}{}:
+		return nil
+	default:
+	}
+	select {
+	case s.acquireSlots <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for one of the %d Acquires under way to finish: %w", cap(s.acquireSlots), ctx.Err())
+	}
 }
 
 // acquireBatch sends batch in one takeover statement (retried as every

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -69,13 +70,18 @@ func TestBatchedAcquiresGiveSingleAnswers(t *testing.T) {
 			})
 		}
 		if l.s.batches() {
+			queued := len(wants)
+			if l.s.ownAcquireLanes() {
+				// The first to come hold the lanes, waiting for a slot.
+				queued -= l.s.acquires.Lanes
+			}
 			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
 				n := l.s.acquires.Waiting()
-				if n == len(wants) {
+				if n == queued {
 					break
 				}
 				if time.Now().After(deadline) {
-					t.Fatalf("%d of %d Acquires queued", n, len(wants))
+					t.Fatalf("%d of %d Acquires queued; want %d", n, len(wants), queued)
 				}
 			}
 		}
@@ -134,4 +140,115 @@ func TestBatchedAcquiresGiveSingleAnswers(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestMariaDBAcquiresShareStatements: on MariaDB, Acquires that arrive
+// while sharedLanes of them are under way wait, and go out in batch
+// takeover statements (no two of one name in a batch), each with the
+// outcome its own statement would give: a free name acquired, a name
+// another owner holds refused with the holder named, the caller's own
+// re-entered with its token, and of three owners racing for one name,
+// exactly one winner. Without the sharing (PostgreSQL's rule: only while
+// every acquire slot is taken) they would each go alone, and never wait.
+func TestMariaDBAcquiresShareStatements(t *testing.T) {
+	s := mysqlStore(t)
+	var c counter
+	db := countingDB(t, s, &c)
+	db.SetMaxOpenConns(16)
+	l, err := New(db, WithTable(s.table))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	prefix := fmt.Sprintf("maria-shared-%d/", time.Now().UnixNano())
+	if _, err := l.Acquire(ctx, prefix+"busy", "other", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	mine, err := l.Acquire(ctx, prefix+"mine", "me", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !l.s.batches() {
+		t.Fatalf("%s: Acquires do not share statements; want MariaDB 10.5+", s.dialect)
+	}
+	takeover := func(q string) bool {
+		return strings.HasPrefix(strings.TrimSpace(q), "INSERT INTO") && strings.Contains(q, "ON DUPLICATE KEY UPDATE")
+	}
+	batch := func(q string) bool { return strings.Contains(q, "RETURNING lease_key") }
+	lanes := []lease.Lease{{Name: prefix + "lane/0"}, {Name: prefix + "lane/1"}}
+	open := holdLanes(t, &c, func(q string) bool { return takeover(q) && !batch(q) }, lanes, func(ls lease.Lease) error {
+		_, err := l.Acquire(ctx, ls.Name, "me", time.Minute)
+		return err
+	})
+
+	type call struct {
+		name, owner string
+		got         lease.Lease
+		err         error
+	}
+	var calls []*call
+	for i := range 5 {
+		calls = append(calls, &call{name: fmt.Sprintf("%sfree/%d", prefix, i), owner: "me"})
+	}
+	calls = append(calls, &call{name: prefix + "busy", owner: "me"}, &call{name: prefix + "mine", owner: "me"})
+	for _, o := range []string{"a", "b", "c"} {
+		calls = append(calls, &call{name: prefix + "race", owner: o})
+	}
+	var wg sync.WaitGroup
+	for _, cl := range calls {
+		wg.Go(func() { cl.got, cl.err = l.Acquire(ctx, cl.name, cl.owner, time.Minute) })
+	}
+	waitWaiting(t, &l.s.acquires, len(calls))
+	open()
+	wg.Wait()
+
+	stmts, _ := c.take()
+	var singles, batches, rows int
+	for _, st := range stmts {
+		if !takeover(st.query) {
+			continue
+		}
+		if !batch(st.query) {
+			singles++
+		} else {
+			batches++
+			rows += len(st.args) / 5
+		}
+	}
+	// The lanes' own statements are recorded once they are let go.
+	if singles != len(lanes) || batches == 0 || batches > 3 || rows != len(calls) {
+		t.Errorf("the %d waiting Acquires and %d on the lanes sent %d single and %d batch takeover statements carrying %d rows; want %d single (the lanes'), 1 to 3 batches (the racing name goes once per batch) and %d rows", len(calls), len(lanes), singles, batches, rows, len(lanes), len(calls))
+	}
+	var winner string
+	for _, cl := range calls {
+		var he *lease.HeldError
+		switch {
+		case strings.HasSuffix(cl.name, "/busy"):
+			if !errors.As(cl.err, &he) || he.Owner != "other" {
+				t.Errorf("Acquire of a name other holds: %v; want ErrHeld naming other", cl.err)
+			}
+		case strings.HasSuffix(cl.name, "/mine"):
+			if cl.err != nil || cl.got.Token != mine.Token {
+				t.Errorf("re-entrant Acquire: %+v, %v; want token %d", cl.got, cl.err, mine.Token)
+			}
+		case strings.HasSuffix(cl.name, "/race"):
+			if cl.err == nil {
+				if winner != "" {
+					t.Errorf("both %s and %s acquired the raced name", winner, cl.owner)
+				}
+				winner = cl.owner
+			} else if !errors.As(cl.err, &he) {
+				t.Errorf("racing Acquire by %s: %v; want it acquired or ErrHeld", cl.owner, cl.err)
+			}
+		default:
+			if cl.err != nil || cl.got.Owner != "me" || cl.got.Token == 0 {
+				t.Errorf("Acquire of free %s: %+v, %v", cl.name, cl.got, cl.err)
+			}
+		}
+	}
+	if winner == "" {
+		t.Error("nobody acquired the raced name")
+	}
 }

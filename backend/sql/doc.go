@@ -51,7 +51,10 @@
 // random waiter). The bound is read from the pool when the Locker is made.
 //
 // On PostgreSQL and MariaDB 10.5+, the Acquires that wait for a turn
-// share statements: the next to get one takes every waiting Acquire of a
+// share statements (on PostgreSQL while every Acquire's turn is taken, on
+// MariaDB as soon as two Acquires are under way, since there a lone
+// Acquire's commit is most of its cost; TestMariaDBAcquiresShareStatements):
+// the next to get one takes every waiting Acquire of a
 // distinct name, up to 256, and sends them in one takeover statement
 // (acquireBatch in statements_postgres.go and statements_mysql.go), which
 // does for each name what the single statement does and answers each
@@ -85,7 +88,8 @@
 // that finds it free, ended or the caller's own is followed by the
 // takeover, so an Acquire of a name released early elsewhere costs two
 // round trips once (TestBusyAcquireReadsFirstMySQL). A Release by the
-// Locker forgets the name. PostgreSQL's takeover already leaves a held
+// Locker forgets the name. An Acquire that waits for a turn and goes out
+// in a shared takeover statement (above) does not read first. PostgreSQL's takeover already leaves a held
 // row untouched (TestBusyAcquireWritesNothingPostgres).
 //
 // # Waiting
