@@ -64,14 +64,14 @@ func (s *store) acquireQueued(ctx context.Context, name, owner string, ttl time.
 	batch := s.acquireBatch
 	if s.ownAcquireLanes() {
 		alone = func(ctx context.Context, r *acquireReq) (driver.Tenure, error) {
-			if err := s.takeSlot(ctx); err != nil {
+			if err := s.takeSlot(ctx, "Acquires"); err != nil {
 				return driver.Tenure{}, err
 			}
 			defer func() { <-s.acquireSlots }()
 			return s.acquireOne(ctx, r.name, r.owner, r.ttl)
 		}
 		batch = func(ctx context.Context, rs []*acquireReq) ([]driver.Tenure, []error) {
-			if err := s.takeSlot(ctx); err != nil {
+			if err := s.takeSlot(ctx, "Acquires"); err != nil {
 				errs := make([]error, len(rs))
 				for i := range errs {
 					errs[i] = err
@@ -97,9 +97,11 @@ func (s *store) acquireQueued(ctx context.Context, name, owner string, ttl time.
 // taken.
 func (s *store) ownAcquireLanes() bool { return s.dialect == MySQL }
 
-// takeSlot waits for one of the acquire slots, which Releases share, so
-// that Acquires and Releases together leave connections to renewals.
-func (s *store) takeSlot(ctx context.Context) error {
+// takeSlot waits for one of the acquire slots, which Acquires and
+// Releases share, so that together they leave connections to renewals.
+// what names the calls the slots serve in the error of a wait that ends
+// with ctx ("Acquires", "Acquires and Releases").
+func (s *store) takeSlot(ctx context.Context, what string) error {
 	select {
 	case s.acquireSlots <- struct{}{}:
 		return nil
@@ -109,7 +111,7 @@ func (s *store) takeSlot(ctx context.Context) error {
 	case s.acquireSlots <- struct{}{}:
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("waiting for one of the %d Acquires under way to finish: %w", cap(s.acquireSlots), ctx.Err())
+		return fmt.Errorf("waiting for one of the %d %s under way to finish: %w", cap(s.acquireSlots), what, ctx.Err())
 	}
 }
 

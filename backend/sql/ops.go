@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"database/sql"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/leasekit/lease/driver"
@@ -56,14 +55,8 @@ func (s *store) Acquire(ctx context.Context, name, owner string, ttl time.Durati
 		if s.batches() {
 			return s.acquireQueued(ctx, name, owner, ttl) // see acquire_batch.go
 		}
-		select {
-		case slots <- struct{}{}:
-		default:
-			select {
-			case slots <- struct{}{}:
-			case <-ctx.Done():
-				return driver.Tenure{}, fmt.Errorf("waiting for one of the %d Acquires under way to finish: %w", cap(slots), ctx.Err())
-			}
+		if err := s.takeSlot(ctx, "Acquires"); err != nil {
+			return driver.Tenure{}, err
 		}
 		defer func() { <-slots }()
 	}
@@ -255,12 +248,10 @@ func (s *store) releaseAlone(ctx context.Context, t driver.Tenure) (bool, error)
 		// Releases take the Acquires' turns: ten thousand Runs ending
 		// together must not keep the renewals of those still running
 		// from a connection past their Deadlines.
-		select {
-		case slots <- struct{}{}:
-			defer func() { <-slots }()
-		case <-ctx.Done():
-			return false, fmt.Errorf("waiting for one of the %d Acquires and Releases under way to finish: %w", cap(slots), ctx.Err())
+		if err := s.takeSlot(ctx, "Acquires and Releases"); err != nil {
+			return false, err
 		}
+		defer func() { <-slots }()
 	}
 	var n int64
 	err := retry(ctx, s.dialect, func() error {

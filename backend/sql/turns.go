@@ -93,10 +93,8 @@ func (s *store) AcquireOrWait(ctx context.Context, name, owner string, ttl time.
 					return t, err
 				}
 			}
-			select {
-			case slots <- struct{}{}:
-			case <-ctx.Done():
-				return driver.Tenure{}, fmt.Errorf("waiting for one of the %d Acquires under way to finish: %w", cap(slots), ctx.Err())
+			if err := s.takeSlot(ctx, "Acquires"); err != nil {
+				return driver.Tenure{}, err
 			}
 		}
 		defer func() { <-slots }()
