@@ -2,6 +2,7 @@ package conformance_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -40,6 +41,7 @@ var brokenModes = map[string]string{
 	"ttl-limits-ignored":           "ttls from MinTTL to MaxTTL are accepted and nothing outside them",
 	"usable-after-close":           "a closed locker refuses every call with ErrClosed",
 	"racy-acquire":                 "concurrent acquires on a free name: exactly one wins",
+	"busy-remembered":              "a locker told the name is held acquires it at once after another locker releases it",
 	"batch-revives-expired":        "a batch of renewals gives each tenure the answer Renew would",
 	"renew-extends-owner":          "tenures acquired together expire on their own when only some are renewed",
 	"watch-never-wakes":            "a watch wakes when the name is released or force-released",
@@ -141,6 +143,16 @@ type toy struct {
 	// own holds this Locker's watches in mode watch-local-only, where a
 	// Release wakes only the watches of the Locker it went through.
 	own sync.Map
+	// busy holds, in mode busy-remembered, the HeldError each name last
+	// got on this Locker, given again until the holder's time is up
+	// whatever happened to the tenure meanwhile.
+	busy sync.Map // name -> rememberedBusy
+}
+
+// rememberedBusy is a busy answer and when the holder's time is up.
+type rememberedBusy struct {
+	err   *lease.HeldError
+	until time.Time
 }
 
 // watchesOf is where the toy keeps its watches: the store's, or in mode
@@ -202,7 +214,17 @@ func (l *toy) out(t *toyTenure, start time.Time, ttl time.Duration) lease.Lease 
 }
 
 func (l *toy) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (lease.Lease, error) {
+	if l.is("busy-remembered") {
+		if b, ok := l.busy.Load(name); ok {
+			if b := b.(rememberedBusy); b.err.Owner != owner && time.Now().Before(b.until) {
+				return lease.Lease{}, b.err
+			}
+		}
+	}
 	got, err := l.acquire(ctx, name, owner, ttl)
+	if he := (*lease.HeldError)(nil); l.is("busy-remembered") && errors.As(err, &he) {
+		l.busy.Store(name, rememberedBusy{err: he, until: time.Now().Add(he.Remaining)})
+	}
 	if err == nil && l.is("deadline-after-slow-reply") && got.Token == 1 {
 		// The reply to the first grant of a name takes a while to come
 		// back (later ones are quick), and the Deadline is read when it

@@ -56,6 +56,7 @@ var cases = []testCase{
 	{name: "tenures acquired together expire on their own when only some are renewed", contract: "4, batch", fn: partOfABurstRenewed, waits: 2},
 	// 5. Release.
 	{name: "release frees the name for another owner at once", contract: "5", fn: releaseFreesName},
+	{name: "a locker told the name is held acquires it at once after another locker releases it", contract: "3, 5", fn: releaseElsewhereFreesName},
 	{name: "release then re-acquire by the same owner gets a larger token", contract: "5", fn: releaseThenReacquire},
 	{name: "released lease cannot be renewed or released again", contract: "5", fn: releasedLeaseIsLost},
 	{name: "old owner cannot release after takeover", contract: "5", fn: oldOwnerCannotReleaseAfterTakeover, waits: 1},

@@ -53,6 +53,28 @@ func releaseFreesName(t testing.TB, s *suite) {
 	}
 }
 
+// releaseElsewhereFreesName: a locker told the name is held acquires it
+// at once after another locker releases it. A backend may remember who
+// holds a name to spare the store work (the SQL backend on MySQL reads
+// before it writes, etcd reads before it writes), but never answers from
+// that memory once the tenure has ended elsewhere.
+func releaseElsewhereFreesName(t testing.TB, s *suite) {
+	holder, other := s.locker(t), s.locker(t)
+	name := s.name("release-elsewhere")
+	held, _ := s.acquire(t, holder, name, "owner-a", long)
+	for i := range 2 {
+		_, err := other.Acquire(t.Context(), name, "owner-b", long)
+		s.mustBeHeld(t, fmt.Sprintf("Acquire %d by owner-b on another Locker", i+1), err, name, "owner-a", long)
+	}
+	if err := holder.Release(t.Context(), held); err != nil {
+		t.Fatalf("Release of an intact tenure: %v", err)
+	}
+	next, _ := s.acquire(t, other, name, "owner-b", long)
+	if next.Token <= held.Token {
+		t.Fatalf("Acquire after a Release on another Locker got token %d, not greater than the released tenure's %d", next.Token, held.Token)
+	}
+}
+
 // releaseThenReacquire: release then re-acquire by the same owner gets a larger token.
 func releaseThenReacquire(t testing.TB, s *suite) {
 	l := s.locker(t)
