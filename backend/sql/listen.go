@@ -197,10 +197,17 @@ type pgWatch struct {
 
 // Stop implements lease.Watch.
 func (w *pgWatch) Stop() {
+	if w.stopAfter != nil {
+		w.stopAfter()
+	}
+	w.unwatch()
+}
+
+// unwatch takes the watch off its name, once. The watch's context ends
+// it through unwatch rather than Stop: context.AfterFunc may run it
+// before watch has stored stopAfter, which Stop reads.
+func (w *pgWatch) unwatch() {
 	w.once.Do(func() {
-		if w.stopAfter != nil {
-			w.stopAfter()
-		}
 		h := w.h
 		h.mu.Lock()
 		if e := h.names[w.key]; e != nil {
@@ -285,7 +292,7 @@ func (s *store) watch(ctx context.Context, name, waiter string) (lease.Watch, er
 		w.Stop()
 		return nil, fmt.Errorf("could not listen for releases of %q within %s (the listening connection is down, or the name's mark is taken)", name, listenSetup)
 	}
-	w.stopAfter = context.AfterFunc(ctx, w.Stop)
+	w.stopAfter = context.AfterFunc(ctx, w.unwatch)
 	return w, nil
 }
 

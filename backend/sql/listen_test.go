@@ -332,3 +332,35 @@ func TestWithListenerNeedsPostgres(t *testing.T) {
 		t.Fatalf("Watch without a Listener: %v, want ErrUnsupported", err)
 	}
 }
+
+// TestWatchWhoseContextEndsAsItIsReady: a watch whose context has ended
+// by the time its name is ready may still be returned (the select picks
+// either), and its context then ends it at once through
+// context.AfterFunc, on another goroutine, while watch is still storing
+// the function that unregisters it. That must not race with Stop's read
+// of it (go test -race), and the watch ends either way.
+func TestWatchWhoseContextEndsAsItIsReady(t *testing.T) {
+	s := postgresStore(t)
+	l := s.openLocker(t)
+	first, err := l.Watch(t.Context(), "ready")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Stop() // keeps the name's mark: later watches are ready at once
+	returned := 0
+	for range 20 {
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel()
+		w, err := l.s.watch(ctx, "ready", "")
+		if err != nil {
+			if !errors.Is(err, context.Canceled) {
+				t.Fatalf("watch with an ended context: %v; want context.Canceled", err)
+			}
+			continue
+		}
+		returned++
+		time.Sleep(time.Millisecond) // let the context's AfterFunc run first
+		w.Stop()
+	}
+	t.Logf("%d of 20 watches were returned with their context ended", returned)
+}
