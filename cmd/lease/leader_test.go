@@ -172,8 +172,10 @@ func TestObserveOnce(t *testing.T) {
 			t.Errorf("observe --once with no leader: want exit %d and \"no leader\"\n%s", exitNotHeld, res)
 		}
 		a := start(t, leaseBin, append(env, "WHO=a"), "leader", "--ttl", "2s", "--id", "node-a", "--meta", "10.0.0.5:8080", name, "--", "sh", "-c", leaderLoop)
-		waitFor(t, "a's command to start", func() bool { return fileExists(filepath.Join(dir, "a-term")) })
-		term := readFile(t, filepath.Join(dir, "a-term"))
+		// a-start is written after a-term: a-term can exist and still be
+		// empty, and an empty term would let the text check below pass.
+		waitFor(t, "a's command to start", func() bool { return fileExists(filepath.Join(dir, "a-start")) })
+		term := strconv.FormatUint(readUint(t, filepath.Join(dir, "a-term")), 10)
 		res := runLease(t, env, "observe", "--once", name)
 		if res.code != 0 || !strings.Contains(res.stdout, "leader node-a, term "+strings.TrimSpace(term)) || !strings.Contains(res.stdout, "10.0.0.5:8080") {
 			t.Errorf("observe --once with a leader: want exit 0 naming node-a, its term %s and metadata\n%s", term, res)
