@@ -95,19 +95,39 @@ func TestEmbeddedEtcd(t *testing.T) {
 }
 
 func TestRedis(t *testing.T) {
-	runAll(t, target{kindRedis, lookup(t, "LEASE_TEST_REDIS")}, "bsm/redislock")
+	serverCPUReported(t, runAll(t, target{kindRedis, lookup(t, "LEASE_TEST_REDIS")}, "bsm/redislock"), "Redis")
 }
 
 func TestPostgres(t *testing.T) {
-	runAll(t, target{kindPostgres, lookup(t, "LEASE_TEST_POSTGRES")}, "row floor (upsert + fenced update)", "pg_advisory_lock (session lock, not a lease)")
+	report := runAll(t, target{kindPostgres, lookup(t, "LEASE_TEST_POSTGRES")}, "row floor (upsert + fenced update)", "pg_advisory_lock (session lock, not a lease)")
+	if loopback(os.Getenv("LEASE_TEST_POSTGRES")) {
+		serverCPUReported(t, report, "PostgreSQL")
+	}
 }
 
 func TestMySQL(t *testing.T) {
-	runAll(t, target{kindMySQL, lookup(t, "LEASE_TEST_MYSQL")}, "row floor (upsert + fenced update)", "GET_LOCK (session lock, not a lease)")
+	report := runAll(t, target{kindMySQL, lookup(t, "LEASE_TEST_MYSQL")}, "row floor (upsert + fenced update)", "GET_LOCK (session lock, not a lease)")
+	if loopback(os.Getenv("LEASE_TEST_MYSQL")) {
+		serverCPUReported(t, report, "(MySQL|MariaDB)")
+	}
 }
 
 func TestEtcd(t *testing.T) {
-	runAll(t, target{kindEtcd, lookup(t, "LEASE_TEST_ETCD")}, "concurrency.Mutex (on a Session)")
+	serverCPUReported(t, runAll(t, target{kindEtcd, lookup(t, "LEASE_TEST_ETCD")}, "concurrency.Mutex (on a Session)"), "etcd")
+}
+
+// serverCPUReported checks that the cycle, renew and busy tables say what
+// lease's operations cost in CPU on both sides, the server's read from
+// the store (label: a pattern for its rows' store column, which names
+// the server it found).
+func serverCPUReported(t *testing.T, report, label string) {
+	t.Helper()
+	for _, op := range []string{"acquire+release", "renew", "busy acquire"} {
+		re := regexp.MustCompile(`(?m)^  \* ` + label + ` lease, ` + regexp.QuoteMeta(op) + `: CPU client [0-9]+µs/op \([0-9]+% of a CPU\), server [0-9]+µs/op`)
+		if !re.MatchString(report) {
+			t.Errorf("the %s table has no CPU note for lease on %s with both sides", op, label)
+		}
+	}
 }
 
 // TestMarkdown checks that -markdown prints markdown tables.

@@ -29,7 +29,16 @@
 //
 //   - cycle, renew, busy: Acquire+Release of a free name, Renew of a held
 //     tenure, Acquire of a name another owner holds; -workers workers
-//     (default 8), each on its own name, for -time per round.
+//     (default 8), each on its own name, for -time per round. Under each
+//     table, every side's CPU time per operation over its rounds: in this
+//     process (getrusage: the library's Go code and the driver) and in the
+//     server, read from Redis's INFO cpu, from etcd's /metrics
+//     (process_cpu_seconds_total; of the first endpoint's member only, and
+//     not over TLS), and for PostgreSQL and MySQL/MariaDB, which have no
+//     such counter, by summing the postgres or mariadbd/mysqld processes
+//     in /proc when the server is on this machine. With the share of a CPU
+//     each side kept busy, it tells a ratio bound by the server's work
+//     from one bound by the client's, or by waiting.
 //   - contention: -contenders workers on one name, each acquires, holds
 //     for -hold, releases, and retries a busy name after a random wait up
 //     to -hold. Every holder counts itself in an in-process holder count

@@ -51,8 +51,10 @@ func runOps(ctx context.Context, cfg config, op string, versions map[string]stri
 				cs = append(cs, ct)
 			}
 		}
-		res := measure(ctx, c.kind+"-"+op, cs, cfg.workers, cfg.rounds, cfg.dur, progress)
+		cpu := serverCPUMeter(c, tg.addr)
+		res := measure(ctx, c.kind+"-"+op, cs, cfg.workers, cfg.rounds, cfg.dur, cpu, progress)
 		compareRows(t, c, opTitles[op], res)
+		cpuNotes(t, c, opTitles[op], cpu, res)
 		c.close()
 	}
 	return t
@@ -86,4 +88,18 @@ func cell(r result) string {
 		s += fmt.Sprintf(" (%d failed)", r.failed)
 	}
 	return s
+}
+
+// cpuNotes adds, under the table, the CPU time per operation of each
+// side of res, in this process and in the server: which side a ratio is
+// bound by, and whether lease costs more per operation or only waits
+// more.
+func cpuNotes(t *table, c *storeConn, opTitle string, cpu *cpuMeter, res []result) {
+	for _, r := range res {
+		if r.skipped {
+			continue
+		}
+		t.note("%s %s, %s: CPU %s", c.label, r.c.impl, opTitle, r.cpu)
+	}
+	t.note("%s server CPU: %s", c.label, cpu.what)
 }

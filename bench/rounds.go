@@ -27,21 +27,23 @@ type result struct {
 	c       contender
 	opsPerS float64 // median of the rounds
 	rounds  []float64
-	failed  int64 // steps that returned an error
-	err     error // why it was not measured, or its first failed step
-	skipped bool  // not measured: its warm-up could not prepare
+	failed  int64  // steps that returned an error
+	err     error  // why it was not measured, or its first failed step
+	skipped bool   // not measured: its warm-up could not prepare
+	cpu     cpuUse // summed over the rounds
 }
 
 // measure runs each contender with workers workers for d per round, for
 // rounds rounds, rotating their order every round so that none always
 // runs first (interleaved rounds on the same servers), after a short
-// warm-up of each, and returns each one's median ops/s.
-func measure(ctx context.Context, label string, cs []contender, workers, rounds int, d time.Duration, progress func(string)) []result {
+// warm-up of each, and returns each one's median ops/s and the CPU time
+// its rounds cost, read by cpu.
+func measure(ctx context.Context, label string, cs []contender, workers, rounds int, d time.Duration, cpu *cpuMeter, progress func(string)) []result {
 	res := make([]result, len(cs))
 	for i, c := range cs {
 		res[i].c = c
 		warm := min(d/4, 250*time.Millisecond)
-		if t := runTimed(ctx, c, label+"-warm", workers, warm); t.prepErr != nil {
+		if t := runTimed(ctx, c, label+"-warm", workers, warm, nil); t.prepErr != nil {
 			res[i].skipped, res[i].err = true, t.prepErr
 		}
 	}
@@ -49,8 +51,9 @@ func measure(ctx context.Context, label string, cs []contender, workers, rounds 
 		if res[i].skipped {
 			return
 		}
-		t := runTimed(ctx, cs[i], fmt.Sprintf("%s-r%d", label, r), workers, d)
+		t := runTimed(ctx, cs[i], fmt.Sprintf("%s-r%d", label, r), workers, d, cpu)
 		res[i].failed += t.failed
+		res[i].cpu.add(t.cpu)
 		if res[i].err == nil {
 			res[i].err = cmpErr(t.prepErr, t.stepErr)
 		}
@@ -77,11 +80,13 @@ type timed struct {
 	failed  int64
 	stepErr error // the first failed step
 	prepErr error // prepare failed: nothing ran
+	cpu     cpuUse
 }
 
 // runTimed prepares workers workers of c, runs their steps for d, ends
-// them, and returns the completed operations per second.
-func runTimed(ctx context.Context, c contender, label string, workers int, d time.Duration) (t timed) {
+// them, and returns the completed operations per second and, with cpu,
+// the CPU time the steps cost (not prepare's or the ending's).
+func runTimed(ctx context.Context, c contender, label string, workers int, d time.Duration, cpu *cpuMeter) (t timed) {
 	steps := make([]func(context.Context) error, workers)
 	dones := make([]func(), 0, workers)
 	defer func() {
@@ -102,6 +107,10 @@ func runTimed(ctx context.Context, c contender, label string, workers int, d tim
 		ops, errs atomic.Int64
 		errOnce   sync.Once
 	)
+	var stop func(int64) cpuUse
+	if cpu != nil {
+		stop = cpu.start(ctx)
+	}
 	elapsed := runWorkers(ctx, d, workers, func(ctx context.Context, w int, stopped func() bool) {
 		for !stopped() {
 			if err := steps[w](ctx); err != nil {
@@ -113,6 +122,9 @@ func runTimed(ctx context.Context, c contender, label string, workers int, d tim
 			ops.Add(1)
 		}
 	})
+	if stop != nil {
+		t.cpu = stop(ops.Load())
+	}
 	t.opsPerS = float64(ops.Load()) / elapsed.Seconds()
 	t.failed = errs.Load()
 	return t
