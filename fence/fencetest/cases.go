@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -207,6 +208,8 @@ func concurrentWriters(ctx context.Context, t *testing.T, s *suite) {
 		wg  sync.WaitGroup
 	)
 	errs := make(chan error, s.h.Writers)
+	// done is the largest token of the writes accepted so far.
+	var done atomic.Uint64
 	for w := 0; w < s.h.Writers; w++ {
 		tg := s.target(t)
 		wg.Add(1)
@@ -227,6 +230,14 @@ func concurrentWriters(ctx context.Context, t *testing.T, s *suite) {
 				switch {
 				case err == nil:
 					o.accepted = true
+					// Once writes are accepted, the data holds the
+					// largest of their tokens or a larger one for good:
+					// a smaller token's write landing after them means
+					// the check and the write were two steps.
+					if msg := readAtLeast(ctx, tg, key, raiseTo(&done, token)); msg != "" {
+						errs <- errors.New(msg)
+						return
+					}
 				case errors.As(err, &se):
 					if se.Name != name || se.Token != token {
 						errs <- fmt.Errorf("a refusal of token %d for %s named token %d for %s", token, short(name), se.Token, short(se.Name))
@@ -294,6 +305,37 @@ func concurrentWriters(ctx context.Context, t *testing.T, s *suite) {
 		t.Fatalf("Check with the largest accepted token %d: %v", maxAccepted, err)
 	}
 	t.Logf("%d writes by %d writers: %d accepted, largest token %d", len(ops), s.h.Writers, len(accepted), maxAccepted)
+}
+
+// raiseTo raises m to token if it is below, and returns m.
+func raiseTo(m *atomic.Uint64, token uint64) uint64 {
+	for {
+		cur := m.Load()
+		if cur >= token || m.CompareAndSwap(cur, token) {
+			return max(cur, token)
+		}
+	}
+}
+
+// readAtLeast reads key, which writes of the concurrency case set to
+// their token, once writes up to token were accepted, and describes what
+// is wrong when it holds no token or a smaller one ("" when fine).
+func readAtLeast(ctx context.Context, tg Target, key string, token uint64) string {
+	v, ok, err := tg.Read(ctx, key)
+	switch {
+	case err != nil:
+		return fmt.Sprintf("Read after writes up to token %d were accepted: %v", token, err)
+	case !ok:
+		return fmt.Sprintf("Read after writes up to token %d were accepted found the item missing", token)
+	}
+	got, err := strconv.ParseUint(v, 10, 64)
+	switch {
+	case err != nil:
+		return fmt.Sprintf("Read after writes up to token %d were accepted returned %q, which no writer wrote", token, v)
+	case got < token:
+		return fmt.Sprintf("after writes up to token %d had been accepted, the item held the write of token %d: a write with a smaller token landed after a larger one (the check and the write are two steps, not one)", token, got)
+	}
+	return ""
 }
 
 func sortedKeys(m map[uint64]bool) []uint64 {

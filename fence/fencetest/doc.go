@@ -25,8 +25,11 @@
 //   - names are kept apart, including names that differ only after 1000
 //     bytes and names with NUL, braces and other awkward characters;
 //   - concurrent writers with interleaved tokens: every accepted write is
-//     at least every write accepted before it began, every refusal names a
-//     token that was accepted, and the data ends with the largest;
+//     at least every write accepted before it began, a read right after
+//     an accepted write finds the largest token accepted so far or a
+//     larger one, every
+//     refusal names a token that was accepted, and the data ends with the
+//     largest;
 //   - a new connection to the store sees the maximum, and so does the
 //     store after a restart (Harness.Restart);
 //   - bad input is refused with lease.ErrInvalid and a cancelled context

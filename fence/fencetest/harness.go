@@ -21,7 +21,7 @@ type Target interface {
 	Write(ctx context.Context, name string, token uint64, key, value string) error
 
 	// Read returns the value of the data item key, and false if it was
-	// never written.
+	// never written. It sees every write accepted before it was called.
 	Read(ctx context.Context, key string) (value string, ok bool, err error)
 }
 
