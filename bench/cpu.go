@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -31,15 +32,17 @@ type cpuMeter struct {
 // cpuUse is the CPU time of one timed run, or of several summed.
 type cpuUse struct {
 	client, server time.Duration
-	serverKnown    bool
+	serverKnown    bool // the server was read in every run summed
+	runs           int
 	ops            int64
 	elapsed        time.Duration
 }
 
 func (u *cpuUse) add(v cpuUse) {
+	u.serverKnown = (u.runs == 0 || u.serverKnown) && v.serverKnown
+	u.runs++
 	u.client += v.client
 	u.server += v.server
-	u.serverKnown = v.serverKnown && (u.ops == 0 || u.serverKnown)
 	u.ops += v.ops
 	u.elapsed += v.elapsed
 }
@@ -151,7 +154,7 @@ func serverCPUMeter(c *storeConn, addr string) *cpuMeter {
 			return procCPU(names)
 		}}
 	}
-	return nil
+	return &cpuMeter{what: "not measured (unknown store)"}
 }
 
 // sumFields adds the values of fields in text, one "field<sep>value" per
@@ -222,11 +225,7 @@ func procCPU(names []string) (time.Duration, error) {
 			continue
 		}
 		comm := s[open+1 : end]
-		match := false
-		for _, n := range names {
-			match = match || comm == n
-		}
-		if !match {
+		if !slices.Contains(names, comm) {
 			continue
 		}
 		f := strings.Fields(s[end+1:])

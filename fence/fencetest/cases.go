@@ -234,8 +234,8 @@ func concurrentWriters(ctx context.Context, t *testing.T, s *suite) {
 					// largest of their tokens or a larger one for good:
 					// a smaller token's write landing after them means
 					// the check and the write were two steps.
-					if msg := readAtLeast(ctx, tg, key, raiseTo(&done, token)); msg != "" {
-						errs <- errors.New(msg)
+					if err := readAtLeast(ctx, tg, key, raiseTo(&done, token)); err != nil {
+						errs <- err
 						return
 					}
 				case errors.As(err, &se):
@@ -318,24 +318,24 @@ func raiseTo(m *atomic.Uint64, token uint64) uint64 {
 }
 
 // readAtLeast reads key, which writes of the concurrency case set to
-// their token, once writes up to token were accepted, and describes what
-// is wrong when it holds no token or a smaller one ("" when fine).
-func readAtLeast(ctx context.Context, tg Target, key string, token uint64) string {
+// their token, once writes up to token were accepted, and says what is
+// wrong when it holds no token or a smaller one.
+func readAtLeast(ctx context.Context, tg Target, key string, token uint64) error {
 	v, ok, err := tg.Read(ctx, key)
 	switch {
 	case err != nil:
-		return fmt.Sprintf("Read after writes up to token %d were accepted: %v", token, err)
+		return fmt.Errorf("a read after writes up to token %d were accepted: %v", token, err)
 	case !ok:
-		return fmt.Sprintf("Read after writes up to token %d were accepted found the item missing", token)
+		return fmt.Errorf("a read after writes up to token %d were accepted found the item missing", token)
 	}
 	got, err := strconv.ParseUint(v, 10, 64)
 	switch {
 	case err != nil:
-		return fmt.Sprintf("Read after writes up to token %d were accepted returned %q, which no writer wrote", token, v)
+		return fmt.Errorf("a read after writes up to token %d were accepted returned %q, which no writer wrote", token, v)
 	case got < token:
-		return fmt.Sprintf("after writes up to token %d had been accepted, the item held the write of token %d: a write with a smaller token landed after a larger one (the check and the write are two steps, not one)", token, got)
+		return fmt.Errorf("after writes up to token %d had been accepted, the item held the write of token %d: a write with a smaller token landed after a larger one (the check and the write are two steps, not one)", token, got)
 	}
-	return ""
+	return nil
 }
 
 func sortedKeys(m map[uint64]bool) []uint64 {
