@@ -23,3 +23,12 @@ func (l *Locker) openStreams() error {
 	}
 	return nil
 }
+
+// forgetSoon makes the Locker's next record of a tenure sweep what it
+// knows of tenures whose Expires has passed, as a Locker that has
+// acquired knownSweep names does.
+func forgetSoon(l *Locker) {
+	l.s.known.mu.Lock()
+	l.s.known.sweepAt = 0
+	l.s.known.mu.Unlock()
+}

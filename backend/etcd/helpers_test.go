@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
@@ -35,6 +36,9 @@ type wire struct {
 	fail  map[string]error
 	stuck map[string]chan struct{}
 	late  map[string]*lateRequest
+	// dropOn is a key: the reply of the next Txn that names it is lost
+	// (see dropTxnOn).
+	dropOn string
 
 	// While gated is set, requests of those methods wait for release,
 	// recorded in held.
@@ -101,6 +105,10 @@ func (w *wire) unary(ctx context.Context, method string, req, reply any, cc *grp
 	err := invoker(ctx, method, req, reply, cc, opts...)
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if tr, ok := req.(*pb.TxnRequest); ok && err == nil && w.dropOn != "" && txnNames(tr, w.dropOn) {
+		w.dropOn = ""
+		return status.Error(codes.Unavailable, "test: the reply was lost in the network")
+	}
 	if n := w.drop[short]; err == nil && n > 0 {
 		w.drop[short] = n - 1
 		if n == 1 {
@@ -308,6 +316,34 @@ func (w *wire) dropNth(method string, n int) {
 	w.mu.Lock()
 	w.drop[method] = n
 	w.mu.Unlock()
+}
+
+// dropTxnOn makes the reply of the next Txn that names key (in a
+// comparison or an operation, nested or not) get lost after the server
+// applied it.
+func (w *wire) dropTxnOn(key string) {
+	w.mu.Lock()
+	w.dropOn = key
+	w.mu.Unlock()
+}
+
+// txnNames reports whether the transaction r compares or changes key.
+func txnNames(r *pb.TxnRequest, key string) bool {
+	for _, c := range r.Compare {
+		if string(c.Key) == key {
+			return true
+		}
+	}
+	for _, op := range append(slices.Clone(r.Success), r.Failure...) {
+		switch {
+		case op.GetRequestPut() != nil && string(op.GetRequestPut().Key) == key,
+			op.GetRequestRange() != nil && string(op.GetRequestRange().Key) == key,
+			op.GetRequestDeleteRange() != nil && string(op.GetRequestDeleteRange().Key) == key,
+			op.GetRequestTxn() != nil && txnNames(op.GetRequestTxn(), key):
+			return true
+		}
+	}
+	return false
 }
 
 // failNext makes the next request of method fail with err, unsent.
