@@ -81,7 +81,7 @@ func (s *store) acquireOrReenter(ctx context.Context, op, name, owner string, tt
 // when owner holds it already (then the caller re-enters it, with no
 // turn to write held).
 func (s *store) acquire(ctx context.Context, name, owner string, ttl time.Duration, start time.Time) (t driver.Tenure, mine *mvccpb.KeyValue, err error) {
-	if s.known.likelyHeld(name, start) {
+	if s.busy.likelyHeld(name, start) {
 		kv, err := s.reads.get(ctx, s.key(name))
 		if err != nil {
 			return driver.Tenure{}, nil, err
@@ -95,7 +95,7 @@ func (s *store) acquire(ctx context.Context, name, owner string, ttl time.Durati
 				return t, nil, err
 			}
 		}
-		s.known.free(name)
+		s.busy.free(name)
 	}
 	// No turn to write (see write): the grants that Acquires share are
 	// bounded per TTL (see grants), and their transactions by the writer.
@@ -114,18 +114,14 @@ func (s *store) acquire(ctx context.Context, name, owner string, ttl time.Durati
 			// group's lease while the transaction waited for its turn
 			// (it cannot have been applied without it): grant one now
 			// and retry.
-			s.usedUp(l)
-			if l.group {
-				s.known.groupDone(l.id, nil, true)
-			}
-			if l, err = s.grantFor(ctx, ttl, start); err != nil {
+			if err = s.regrant(ctx, &l, ttl, start); err != nil {
 				return driver.Tenure{}, nil, err
 			}
 			from = start
 			continue
 		}
 		if err != nil {
-			s.unanswered(l)
+			s.unanswered(l, name, owner)
 			return driver.Tenure{}, nil, err
 		}
 		if resp.Succeeded {
@@ -136,7 +132,7 @@ func (s *store) acquire(ctx context.Context, name, owner string, ttl time.Durati
 				return driver.Tenure{}, nil, kaErr
 			}
 			// A new key: its create revision is the transaction's revision.
-			return s.began(l, name, owner, resp.Header.Revision, from), nil, nil
+			return s.began(ctx, l, name, owner, resp.Header.Revision, from), nil, nil
 		}
 		kvs := resp.Responses[0].GetResponseRange().GetKvs()
 		if len(kvs) == 0 {
@@ -177,7 +173,7 @@ func (s *store) reenter(ctx context.Context, name, owner string, ttl time.Durati
 		return driver.Tenure{}, false, fmt.Errorf("key %q has no etcd lease: another program writes under the prefix %q", mine.Key, s.prefix)
 	}
 	id := clientv3.LeaseID(mine.Lease)
-	if s.known.isUnsettled(t) {
+	if s.ledger.isUnsettled(t) {
 		return s.move(ctx, t, ttl, start, id) // see move
 	}
 	if sole, err := s.soleOn(ctx, t, id); err != nil {
@@ -185,11 +181,11 @@ func (s *store) reenter(ctx context.Context, name, owner string, ttl time.Durati
 	} else if !sole {
 		return s.move(ctx, t, ttl, start, id)
 	}
-	if !s.known.keepAliveStart(t, id) {
-		return driver.Tenure{}, false, nil // released meanwhile: start again
+	if !s.ledger.keepAliveStart(t, id) {
+		return driver.Tenure{}, false, nil // released or moved meanwhile: start again
 	}
 	k := s.keepAliveOne(ctx, id)
-	s.known.keepAliveDone(t, id, k.err == nil)
+	s.ledger.keepAliveDone(id, k.err == nil)
 	switch {
 	case k.err != nil:
 		return driver.Tenure{}, false, k.err
@@ -201,17 +197,21 @@ func (s *store) reenter(ctx context.Context, name, owner string, ttl time.Durati
 		return s.move(ctx, t, ttl, start, id)
 	}
 	t = held(name, owner, mine.CreateRevision, start, k.ttl)
-	s.known.remember(t, id, k.ttl)
+	s.ledger.kept(t, id, k.ttl)
 	return t, true, nil
 }
 
-// unused disposes of a lease that no key was put on: back to the pool
-// when it is fresh from its grant or keep-alive after the call began,
-// else revoked.
+// unused disposes of a lease that no key was put on: for a lease lent
+// to tenures, as the ledger allows; then back to the pool when it is
+// fresh from its grant or keep-alive after the call began, else revoked.
 func (s *store) unused(ctx context.Context, l tenureLease) {
-	if l.group {
-		s.known.groupDone(l.id, nil, true)
-		return
+	if l.lent {
+		d := s.ledger.unused(l.id)
+		if d.what != reuse {
+			s.usedUp(l)
+			s.dispose(ctx, d)
+			return
+		}
 	}
 	if l.pooled {
 		s.revokes.revoke(ctx, l.id)
@@ -221,30 +221,62 @@ func (s *store) unused(ctx context.Context, l tenureLease) {
 	s.pool.give(l.sec, l.pooledLease)
 }
 
-// unanswered records that the transaction putting a tenure on l failed
-// without an answer, so it may still be applied: l leaves the pool, and
-// known records the unanswered member of a group (groupDone) or the lone
-// tenure's lease (unanswer).
-func (s *store) unanswered(l tenureLease) {
+// unanswered records that the transaction that would have put the tenure
+// of name and owner on l failed without an answer, so it may still be
+// applied: l leaves the pool, and the ledger keeps it from being revoked,
+// recycled or kept alive for another tenure (see ledger.unanswered).
+func (s *store) unanswered(l tenureLease, name, owner string) {
 	s.usedUp(l)
-	if l.group {
-		s.known.groupDone(l.id, nil, false)
-	} else {
-		s.known.unanswer(l.id, time.Now().Add(time.Duration(l.ttl)*time.Second))
+	if l.lent {
+		s.ledger.unanswered(l.id, name, owner)
 	}
 }
 
 // began returns the tenure that a transaction at revision rev put on l
-// (a new key: its create revision is rev), and remembers it on l.
-func (s *store) began(l tenureLease, name, owner string, rev int64, from time.Time) driver.Tenure {
+// (a new key: its create revision is rev), and records it in the ledger.
+func (s *store) began(ctx context.Context, l tenureLease, name, owner string, rev int64, from time.Time) driver.Tenure {
 	t := held(name, owner, rev, from, l.ttl)
-	if l.group {
-		s.known.remember(t, l.id, l.ttl)
-		s.known.groupDone(l.id, &t, true)
-	} else {
-		s.known.rememberSolo(t, l.id, l.ttl)
-	}
+	s.dispose(ctx, s.ledger.began(l.id, t, l.ttl, clientv3.NoLease)...)
 	return t
+}
+
+// dispose carries out what the ledger allowed for leases that no tenure
+// uses any more: a revocation, or a return to the pool.
+func (s *store) dispose(ctx context.Context, ds ...disposal) {
+	for _, d := range ds {
+		switch d.what {
+		case revoke:
+			s.revokes.revoke(ctx, d.id)
+		case reuse:
+			s.pool.recycle(d.p)
+		}
+	}
+}
+
+// lend records l in the ledger as lent to one write that may put a
+// tenure on it.
+func (s *store) lend(l *tenureLease) {
+	s.ledger.lent(l.id, l.ttl, l.pooledLease.fresh, 1)
+	l.lent = true
+}
+
+// regrant replaces l, a lease etcd refused as not found before the
+// transaction that named it was applied, with one granted now for ttl.
+func (s *store) regrant(ctx context.Context, l *tenureLease, ttl time.Duration, start time.Time) error {
+	lent := l.lent
+	if lent {
+		s.ledger.unused(l.id) // gone already: nothing to dispose of
+	}
+	s.usedUp(*l)
+	n, err := s.grantFor(ctx, ttl, start)
+	if err != nil {
+		return err
+	}
+	*l = n
+	if lent {
+		s.lend(l)
+	}
+	return nil
 }
 
 // usedUp tells the pool that a lease it gave is gone from it for good.
@@ -268,7 +300,7 @@ func (s *store) holder(ctx context.Context, name string, kv *mvccpb.KeyValue) (t
 	if !ok {
 		return driver.Tenure{}, false, nil
 	}
-	s.known.heldUntil(name, time.Now().Add(remaining))
+	s.busy.heldUntil(name, time.Now().Add(remaining))
 	return driver.Tenure{
 		Name:      name,
 		Owner:     string(kv.Value),
@@ -291,13 +323,16 @@ type tenureLease struct {
 	// group says the lease is shared with the other Acquires of a burst
 	// (see grants).
 	group bool
+	// lent says the ledger counts the lease as lent to this call's write
+	// of a tenure (see ledger.lent).
+	lent bool
 	id    clientv3.LeaseID
 	ttl   int64
 }
 
 // writeWithLease takes a turn to write (see write) and a lease for a
-// tenure of ttl that starts at start (see leaseFor). The caller calls done
-// when its writes are over.
+// tenure of ttl that starts at start (see leaseFor), lent to the call in
+// the ledger. The caller calls done when its writes are over.
 func (s *store) writeWithLease(ctx context.Context, ttl time.Duration, start time.Time) (l tenureLease, done func(), err error) {
 	if done, err = s.write(ctx); err != nil {
 		return tenureLease{}, nil, err
@@ -306,6 +341,7 @@ func (s *store) writeWithLease(ctx context.Context, ttl time.Duration, start tim
 		done()
 		return tenureLease{}, nil, err
 	}
+	s.lend(&l)
 	return l, done, nil
 }
 

@@ -22,9 +22,9 @@ const batchSingles = 8
 // grow with the batch.
 //
 // The tenures a Locker acquired in a burst share etcd leases (see "Which
-// tenures share an etcd lease" in the package documentation): a group's
-// lease is kept alive once when the batch renews every tenure on it, and
-// a lease of its own once per tenure. The keep-alives go out back to back
+// tenures share an etcd lease" in the package documentation): an etcd
+// lease is kept alive once when the batch renews every tenure the ledger
+// says it may carry (a group's, or a lease of one tenure's own). The keep-alives go out back to back
 // on the Locker's keep-alive streams, and etcd answers them in one pass.
 // Alongside them go the reads that check each tenure is intact and still
 // on its lease: read-only transactions of up to 128 gets each, all sent at
@@ -42,51 +42,45 @@ func (s *store) RenewBatch(ctx context.Context, items []driver.RenewItem) ([]dri
 	start := time.Now()
 	out := make([]driver.RenewOutcome, len(items))
 	keys := make([]string, len(items))
-	leases := make([]leaseOf, len(items))
+	leases := make([]seenOn, len(items))
 	knownAt := make([]int, len(items)) // index into kaIDs, or -1
 	var kaIDs []clientv3.LeaseID
-	groups := map[clientv3.LeaseID][]int{}
-	shared := make([]bool, len(items)) // on a lease that may carry other tenures
+	byLease := map[clientv3.LeaseID][]int{}
+	shared := make([]bool, len(items)) // renewed by a single Renew
 	for i, it := range items {
 		keys[i] = s.key(it.Tenure.Name)
 		knownAt[i] = -1
-		l, ok := s.known.lease(it.Tenure)
+		l, ok := s.ledger.lease(it.Tenure)
 		if !ok {
 			continue
 		}
 		leases[i] = l
 		switch {
 		case l.ttl != s.grantedTTL(it.TTL):
-		case s.known.inGroup(l.id):
-			groups[l.id] = append(groups[l.id], i)
-		case !l.solo:
+		case s.ledger.own(l.id):
+			byLease[l.id] = append(byLease[l.id], i)
+		default:
 			// A lease this Locker only read: Renew checks it carries
 			// nothing else.
 			shared[i] = true
-		case s.known.keepAliveStart(it.Tenure, l.id):
-			knownAt[i] = len(kaIDs)
-			kaIDs = append(kaIDs, l.id)
 		}
 	}
-	// A group's lease is kept alive once, for all its tenures, when the
-	// batch renews every one of them; otherwise those in the batch move
-	// onto leases of their own (see grants).
-	for id, idx := range groups {
+	// An own lease is kept alive once, for all its tenures, when the
+	// batch renews every tenure the ledger says it may carry; otherwise
+	// those in the batch move onto leases of their own (see grants).
+	for id, idx := range byLease {
 		in := make(map[tenureKey]bool, len(idx))
 		for _, i := range idx {
 			in[keyOf(items[i].Tenure)] = true
 		}
-		if !s.known.covers(id, in) {
+		if !s.ledger.keepAliveCovers(id, in) {
 			for _, i := range idx {
 				shared[i] = true
 			}
 			continue
 		}
-		at := len(kaIDs)
 		for _, i := range idx {
-			if s.known.keepAliveStart(items[i].Tenure, id) {
-				knownAt[i] = at
-			}
+			knownAt[i] = len(kaIDs)
 		}
 		kaIDs = append(kaIDs, id)
 	}
@@ -102,10 +96,8 @@ func (s *store) RenewBatch(ctx context.Context, items []driver.RenewItem) ([]dri
 	kvs, errs := s.getMany(ctx, keys)
 	if ka != nil {
 		ttls, kaErr = ka.wait()
-		for i, at := range knownAt {
-			if at >= 0 {
-				s.known.keepAliveDone(items[i].Tenure, kaIDs[at], kaErr == nil)
-			}
+		for _, id := range kaIDs {
+			s.ledger.keepAliveDone(id, kaErr == nil)
 		}
 	}
 	var wg sync.WaitGroup
@@ -117,13 +109,13 @@ func (s *store) RenewBatch(ctx context.Context, items []driver.RenewItem) ([]dri
 		switch {
 		case shared[i]:
 			singles = append(singles, i)
-		case s.known.isUnsettled(t):
+		case s.ledger.isUnsettled(t):
 			// A move of it failed without an answer: Renew moves it.
 			singles = append(singles, i)
 		case errs[i] != nil:
 			out[i].Err = errs[i]
 		case !isIntact(kv, t):
-			s.known.forget(t)
+			s.dispose(ctx, s.ledger.gone(t)...)
 			out[i].OK = false
 		case knownAt[i] < 0 && leases[i].id != clientv3.NoLease:
 			// Known on a lease of another TTL: it moves.
@@ -156,8 +148,9 @@ func (s *store) RenewBatch(ctx context.Context, items []driver.RenewItem) ([]dri
 			case !sole[n]:
 				moving = append(moving, i)
 				continue
-			case !s.known.keepAliveStart(items[i].Tenure, id):
-				continue // released meanwhile: lost
+			case !s.ledger.keepAliveStart(items[i].Tenure, id):
+				moving = append(moving, i) // it left the lease meanwhile
+				continue
 			}
 			ids, ready = append(ids, id), append(ready, i)
 		}
@@ -168,8 +161,8 @@ func (s *store) RenewBatch(ctx context.Context, items []driver.RenewItem) ([]dri
 		if len(ids) > 0 {
 			ttls, err = s.keeper.keepAlive(ctx, ids)
 		}
-		for n, i := range later {
-			s.known.keepAliveDone(items[i].Tenure, ids[n], err == nil)
+		for _, id := range ids {
+			s.ledger.keepAliveDone(id, err == nil)
 		}
 		var again []int
 		for n, i := range later {
@@ -194,7 +187,7 @@ func (s *store) RenewBatch(ctx context.Context, items []driver.RenewItem) ([]dri
 func (s *store) renewed(o *driver.RenewOutcome, t driver.Tenure, id clientv3.LeaseID, ttl int64, start time.Time) {
 	o.Tenure = held(t.Name, t.Owner, int64(t.Token), start, ttl)
 	o.OK = true
-	s.known.remember(o.Tenure, id, ttl)
+	s.ledger.kept(o.Tenure, id, ttl)
 }
 
 // renewEach renews items[i] for each i in idx with Renew, batchSingles at

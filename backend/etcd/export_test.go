@@ -24,11 +24,10 @@ func (l *Locker) openStreams() error {
 	return nil
 }
 
-// forgetSoon makes the Locker's next record of a tenure sweep what it
-// knows of tenures whose Expires has passed, as a Locker that has
-// acquired knownSweep names does.
+// forgetSoon makes the Locker's next record of a tenure sweep its ledger,
+// as a Locker that has acquired ledgerSweep names does.
 func forgetSoon(l *Locker) {
-	l.s.known.mu.Lock()
-	l.s.known.sweepAt = 0
-	l.s.known.mu.Unlock()
+	l.s.ledger.mu.Lock()
+	l.s.ledger.sweepAt = 0
+	l.s.ledger.mu.Unlock()
 }

@@ -111,14 +111,12 @@ func (s *store) acquireQueued(ctx context.Context, name, owner string, ttl, plac
 	for range queueAttempts {
 		st, err := s.queueStep(ctx, &l, key, pk, owner, place, start)
 		if err != nil {
-			s.usedUp(l)
+			s.unanswered(l, name, owner)
 			return driver.Tenure{}, nil, err
 		}
 		if st.acquired {
 			s.usedUp(l)
-			t := held(name, owner, st.rev, start, l.ttl)
-			s.known.rememberSolo(t, l.id, l.ttl)
-			return t, nil, nil
+			return s.began(ctx, l, name, owner, st.rev, start), nil, nil
 		}
 		if st.holder != nil && string(st.holder.Value) == owner {
 			s.unused(ctx, l)
@@ -227,8 +225,7 @@ func (s *store) queueStep(ctx context.Context, l *tenureLease, key, pk, owner st
 			// A pooled lease ended before the transaction (which cannot
 			// have been applied then): grant fresh ones and try again.
 			if l.pooled {
-				s.usedUp(*l)
-				if *l, err = s.grantFor(ctx, time.Duration(l.sec)*time.Second, start); err != nil {
+				if err = s.regrant(ctx, l, time.Duration(l.sec)*time.Second, start); err != nil {
 					return queueStep{}, err
 				}
 			}

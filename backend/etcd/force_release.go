@@ -10,9 +10,9 @@ import (
 
 // ForceRelease implements driver.ForceReleaser. It deletes the key
 // whoever holds it, reads how long its etcd lease had left (for the
-// ended tenure's Expires), and, when this Locker put that tenure on an
-// etcd lease of its own, revokes the lease after the call returns: up to
-// three round trips. The next tenure's create revision, its Token, is
+// ended tenure's Expires), and, when the ledger allows (this Locker put
+// that tenure on the lease, and nothing else may be on it), recycles or
+// revokes the lease after the call returns: up to three round trips. The next tenure's create revision, its Token, is
 // larger, as always.
 func (s *store) ForceRelease(ctx context.Context, name string) (driver.Tenure, bool, error) {
 	done, err := s.write(ctx)
@@ -27,7 +27,7 @@ func (s *store) ForceRelease(ctx context.Context, name string) (driver.Tenure, b
 	if len(r.PrevKvs) == 0 {
 		return driver.Tenure{}, false, nil
 	}
-	s.known.free(name)
+	s.busy.free(name)
 	kv := r.PrevKvs[0]
 	ended := driver.Tenure{Name: name, Owner: string(kv.Value), Token: uint64(kv.CreateRevision), Expires: time.Now().Round(0)}
 	// The key is gone whatever happens next: a failure to read its lease
@@ -35,13 +35,8 @@ func (s *store) ForceRelease(ctx context.Context, name string) (driver.Tenure, b
 	if t, err := s.describe(ctx, name, kv); err == nil {
 		ended.Expires = t.Expires
 	}
-	// Revoke the lease when this Locker put the tenure on it alone. A
-	// group's lease is revoked once its last tenure leaves it, and a lease
-	// this Locker did not put the tenure on may carry another Locker's
-	// group: it expires by itself.
-	id := clientv3.LeaseID(kv.Lease)
-	if l, ok := s.known.take(ended); ok && l.id == id && l.solo {
-		s.revokes.revoke(ctx, id)
-	}
+	// The lease goes back to the pool or is revoked as the ledger allows;
+	// a lease this Locker did not put the tenure on expires by itself.
+	s.dispose(ctx, s.ledger.removed(ended, clientv3.LeaseID(kv.Lease), false)...)
 	return ended, true, nil
 }

@@ -32,10 +32,12 @@ const groupMax = 128
 // one Expires, the ttl after the grant was sent.
 //
 // A keep-alive of the lease would renew every tenure on it, so it goes
-// out only for a renewal of every tenure the group carries (known.covers);
-// a renewal of some moves them onto leases of their own (see move), and
-// the others end with the group's lease, at their own time. See group in
-// known.go.
+// out only for a renewal of every tenure the group carries
+// (ledger.keepAliveCovers); a renewal of some moves them onto leases of
+// their own (see move), and the others end with the group's lease, at
+// their own time. The ledger counts the lease as lent to all the
+// Acquires of the grant, so it is revoked only once each has its answer
+// and none put a tenure on it that is still there.
 type grants struct {
 	mu       sync.Mutex
 	next     map[int64][]*grantCall // per TTL in seconds: the grants Acquires wait to send
@@ -62,9 +64,9 @@ type grantCall struct {
 
 // sharedGrant returns a lease for a tenure of ttl: the pool's, or one
 // granted for this and the concurrent Acquires that need a lease of the
-// same TTL (see grants). l.group says the lease is a group's: the
-// tenure's Expires counts from from, the moment the grant was sent, and
-// the caller reports its transaction's outcome with known.groupDone.
+// same TTL (see grants). The lease is lent to the caller in the ledger.
+// l.group says the lease is a group's: the tenure's Expires counts from
+// from, the moment the grant was sent.
 func (s *store) sharedGrant(ctx context.Context, ttl time.Duration, start time.Time) (l tenureLease, from time.Time, err error) {
 	sec := ttlSeconds(ttl)
 	g := &s.grants
@@ -75,6 +77,7 @@ func (s *store) sharedGrant(ctx context.Context, ttl time.Duration, start time.T
 		// tenures better: one keep-alive for all.
 		g.mu.Unlock()
 		if l, ok := s.spare(sec, start); ok {
+			s.lend(&l)
 			return l, start, nil
 		}
 		g.mu.Lock()
@@ -123,7 +126,7 @@ func (s *store) sharedGrant(ctx context.Context, ttl time.Duration, start time.T
 		switch {
 		case c.err != nil:
 		case c.lease.group:
-			s.known.groupDone(c.lease.id, nil, true)
+			s.unused(ctx, c.lease) // lent with the group's other Acquires
 		default:
 			s.pool.give(sec, c.lease.pooledLease)
 		}
@@ -135,7 +138,9 @@ func (s *store) sharedGrant(ctx context.Context, ttl time.Duration, start time.T
 	if c.lease.group {
 		return c.lease, c.sent, nil
 	}
-	return c.lease, start, nil
+	l = c.lease
+	s.lend(&l)
+	return l, start, nil
 }
 
 // flushGrants sends the grants of TTL sec that Acquires wait for, one
@@ -169,8 +174,8 @@ func (s *store) flushGrants(sec int64) {
 		cancel()
 		g.mu.Lock()
 		if c.err == nil && c.n > 1 {
-			c.lease.group = true
-			s.known.groupStart(c.lease.id, c.n)
+			c.lease.group, c.lease.lent = true, true
+			s.ledger.lent(c.lease.id, c.lease.ttl, c.sent, c.n)
 		}
 		g.mu.Unlock()
 		close(c.done)

@@ -52,8 +52,12 @@ type store struct {
 	pool *pool
 	// grants lets concurrent Acquires share a grant (see group.go).
 	grants grants
-	// known remembers each tenure's etcd lease, and names held by others.
-	known *known
+	// ledger decides what may happen to the etcd leases that carry
+	// tenures (see ledger.go and "The lease invariant" in the package
+	// documentation).
+	ledger *ledger
+	// busy remembers the names found held by another owner.
+	busy busyNames
 	// reads coalesces the single-key reads of concurrent calls.
 	reads reader
 	// turns bounds the calls that grant etcd leases or write (a Renew
@@ -124,14 +128,13 @@ func makeLocker(client *clientv3.Client, closeClient func() error, o options) *L
 		client:      client,
 		closeClient: closeClient,
 		prefix:      o.prefix,
-		known:       newKnown(),
+		ledger:      newLedger(),
 		turns:       make(chan struct{}, maxWrites),
 		life:        life,
 		end:         end,
 	}
 	s.revokes.client = client
 	s.markSeq.Store(uint64(time.Now().UnixNano()))
-	s.known.emptied = func(id clientv3.LeaseID) { s.revokes.revoke(life, id) }
 	s.reads.s, s.reads.max = s, maxReadsInFlight
 	s.places.max, s.marks.max = maxPlaces, maxMarks
 	s.writes.s, s.writes.batch = s, maxBatchWrites

@@ -28,7 +28,7 @@ func spareIDs(l *Locker) []clientv3.LeaseID {
 // knownLeaseOf returns the etcd lease the Locker knows held's tenure on.
 func knownLeaseOf(t testing.TB, l *Locker, held lease.Lease) clientv3.LeaseID {
 	t.Helper()
-	lo, ok := l.s.known.lease(asTenure(held))
+	lo, ok := l.s.ledger.lease(asTenure(held))
 	if !ok {
 		t.Fatalf("the Locker does not know the etcd lease of %v", held)
 	}
@@ -49,20 +49,20 @@ func TestReleaseRecyclesOnlyAQuietLease(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name    string
-		prepare func(t driver.Tenure, id clientv3.LeaseID, k *known)
+		prepare func(t driver.Tenure, id clientv3.LeaseID, g *ledger)
 		recycle bool
 	}{
-		{"quiet", func(driver.Tenure, clientv3.LeaseID, *known) {}, true},
-		{"keep-alive under way", func(t driver.Tenure, id clientv3.LeaseID, k *known) {
-			k.keepAliveStart(t, id)
+		{"quiet", func(driver.Tenure, clientv3.LeaseID, *ledger) {}, true},
+		{"keep-alive under way", func(t driver.Tenure, id clientv3.LeaseID, g *ledger) {
+			g.keepAliveStart(t, id)
 		}, false},
-		{"keep-alive without an answer", func(t driver.Tenure, id clientv3.LeaseID, k *known) {
-			k.keepAliveStart(t, id)
-			k.keepAliveDone(t, id, false)
+		{"keep-alive without an answer", func(t driver.Tenure, id clientv3.LeaseID, g *ledger) {
+			g.keepAliveStart(t, id)
+			g.keepAliveDone(id, false)
 		}, false},
-		{"keep-alive answered", func(t driver.Tenure, id clientv3.LeaseID, k *known) {
-			k.keepAliveStart(t, id)
-			k.keepAliveDone(t, id, true)
+		{"keep-alive answered", func(t driver.Tenure, id clientv3.LeaseID, g *ledger) {
+			g.keepAliveStart(t, id)
+			g.keepAliveDone(id, true)
 		}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -72,7 +72,7 @@ func TestReleaseRecyclesOnlyAQuietLease(t *testing.T) {
 				t.Fatal(err)
 			}
 			id := knownLeaseOf(t, l, held)
-			tc.prepare(asTenure(held), id, l.s.known)
+			tc.prepare(asTenure(held), id, l.s.ledger)
 			if err := l.Release(ctx, held); err != nil {
 				t.Fatal(err)
 			}
@@ -92,29 +92,33 @@ func TestReleaseRecyclesOnlyAQuietLease(t *testing.T) {
 			if calls, _ := w.take(); calls != "Txn×1" {
 				t.Fatalf("Renew of the released tenure sent %s; want only the Txn that finds it gone", calls)
 			}
-			if l.s.known.keepAliveStart(asTenure(held), id) {
+			if l.s.ledger.keepAliveStart(asTenure(held), id) {
 				t.Fatal("a keep-alive for the released tenure may still go out")
 			}
 		})
 	}
 }
 
-// TestEndedStaysBounded: the tenures a Locker remembers as released stay
-// at most endedMax, however many it releases, and the latest is always
-// among them.
-func TestEndedStaysBounded(t *testing.T) {
-	k := newKnown()
-	exp := time.Now().Add(time.Hour)
-	for i := range 3 * endedMax {
-		ten := driver.Tenure{Name: "n", Owner: "o", Token: uint64(i + 1), Expires: exp}
-		k.rememberSolo(ten, clientv3.LeaseID(i+1), 60)
-		if _, ok := k.released(ten); !ok {
-			t.Fatalf("tenure %d: a lease with no keep-alive under way is not recyclable", i)
+// TestLedgerStaysBounded: the ledger holds about ledgerSweep records
+// however many tenures a Locker acquires and releases, once etcd has
+// surely ended their leases; and right after its Release, no keep-alive
+// may go out for a tenure.
+func TestLedgerStaysBounded(t *testing.T) {
+	g := newLedger()
+	past := time.Now().Add(-2 * forgetAfter)
+	for i := range 3 * ledgerSweep {
+		id := clientv3.LeaseID(i + 1)
+		ten := driver.Tenure{Name: "n", Owner: "o", Token: uint64(i + 1), Expires: past}
+		g.lent(id, 60, past.Add(-time.Minute), 1)
+		g.began(id, ten, 60, clientv3.NoLease)
+		ds := g.removed(ten, id, true)
+		if len(ds) != 1 || ds[0].what != reuse {
+			t.Fatalf("tenure %d: a lease with no keep-alive under way is not reusable: %v", i, ds)
 		}
-		if len(k.ended) > endedMax {
-			t.Fatalf("after %d Releases the Locker remembers %d released tenures; want at most %d", i+1, len(k.ended), endedMax)
+		if n := len(g.leases) + len(g.tenures); n > 2*ledgerSweep {
+			t.Fatalf("after %d Releases the ledger holds %d records; want at most %d", i+1, n, 2*ledgerSweep)
 		}
-		if k.keepAliveStart(ten, clientv3.LeaseID(i+1)) {
+		if g.keepAliveStart(ten, id) {
 			t.Fatalf("tenure %d: a keep-alive may go out right after its Release", i)
 		}
 	}

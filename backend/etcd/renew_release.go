@@ -49,10 +49,11 @@ const renewRetries = 3
 // tenure it is. A tenure of a group with others, or on a lease that
 // carries other keys, moves onto a lease of its own instead, as for
 // another ttl. Keeping the lease alive before the check is then safe
-// because a Release recycles it for the next tenure only when no
-// keep-alive of it for this one is under way (see known.keepAliveStart):
-// if the check fails, the keep-alive restarted a lease that holds
-// nothing, or that is about to be revoked.
+// because the ledger lets a Release recycle it for the next tenure only
+// when no keep-alive of it for this one is under way, and lets none go
+// out once the tenure has left it (see ledger.keepAliveStart): if the
+// check fails, the keep-alive restarted a lease that holds nothing, or
+// that is about to be revoked.
 //
 // A keep-alive restarts a lease with the TTL it was granted; when ttl
 // needs another (whole-second) TTL, Renew takes a lease of that TTL from
@@ -63,8 +64,8 @@ const renewRetries = 3
 func (s *store) Renew(ctx context.Context, t driver.Tenure, ttl time.Duration) (driver.Tenure, bool, error) {
 	start := time.Now()
 	want := s.grantedTTL(ttl)
-	l, ok := s.known.lease(t)
-	if s.known.isUnsettled(t) {
+	l, ok := s.ledger.lease(t)
+	if s.ledger.isUnsettled(t) {
 		// A move that failed without an answer may still be applied: a
 		// move onto a fresh lease makes it fail for good (see move).
 		return s.move(ctx, t, ttl, start, l.id)
@@ -80,18 +81,19 @@ func (s *store) Renew(ctx context.Context, t driver.Tenure, ttl time.Duration) (
 	} else if !sole {
 		return s.move(ctx, t, ttl, start, l.id)
 	}
-	if !s.known.keepAliveStart(t, l.id) {
-		return driver.Tenure{}, false, nil // released meanwhile
+	if !s.ledger.keepAliveStart(t, l.id) {
+		// It left the lease meanwhile: the move's checks tell where it is.
+		return s.move(ctx, t, ttl, start, l.id)
 	}
 	ka := s.keeper.start(ctx, []clientv3.LeaseID{l.id})
 	kv, err := s.reads.get(ctx, s.key(t.Name))
 	k := result(ka.wait())
-	s.known.keepAliveDone(t, l.id, k.err == nil)
+	s.ledger.keepAliveDone(l.id, k.err == nil)
 	if err != nil {
 		return driver.Tenure{}, false, err
 	}
 	if !isIntact(kv, t) {
-		s.known.forget(t)
+		s.dispose(ctx, s.ledger.gone(t)...)
 		return driver.Tenure{}, false, nil
 	}
 	if kv.Lease != int64(l.id) {
@@ -107,7 +109,7 @@ func (s *store) Renew(ctx context.Context, t driver.Tenure, ttl time.Duration) (
 		return s.renewSlow(ctx, t, ttl, start)
 	}
 	renewed := held(t.Name, t.Owner, int64(t.Token), start, k.ttl)
-	s.known.remember(renewed, l.id, k.ttl)
+	s.ledger.kept(renewed, l.id, k.ttl)
 	return renewed, true, nil
 }
 
@@ -140,7 +142,7 @@ func (s *store) renewSlow(ctx context.Context, t driver.Tenure, ttl time.Duratio
 			return driver.Tenure{}, false, err
 		}
 		if !ok {
-			s.known.forget(t)
+			s.dispose(ctx, s.ledger.gone(t)...)
 			return driver.Tenure{}, false, nil
 		}
 		if sole, err := s.soleOn(ctx, t, id); err != nil {
@@ -148,11 +150,13 @@ func (s *store) renewSlow(ctx context.Context, t driver.Tenure, ttl time.Duratio
 		} else if !sole {
 			return s.move(ctx, t, ttl, start, id)
 		}
-		if !s.known.keepAliveStart(t, id) {
-			return driver.Tenure{}, false, nil // released meanwhile
+		if !s.ledger.keepAliveStart(t, id) {
+			// It left the lease meanwhile: the move's checks tell where
+			// it is.
+			return s.move(ctx, t, ttl, start, id)
 		}
 		k := s.keepAliveOne(ctx, id)
-		s.known.keepAliveDone(t, id, k.err == nil)
+		s.ledger.keepAliveDone(id, k.err == nil)
 		if k.err != nil {
 			return driver.Tenure{}, false, k.err
 		}
@@ -167,7 +171,7 @@ func (s *store) renewSlow(ctx context.Context, t driver.Tenure, ttl time.Duratio
 			return s.move(ctx, t, ttl, start, id)
 		}
 		renewed := held(t.Name, t.Owner, int64(t.Token), start, k.ttl)
-		s.known.remember(renewed, id, k.ttl)
+		s.ledger.kept(renewed, id, k.ttl)
 		return renewed, true, nil
 	}
 	// Concurrent calls kept moving the tenure between etcd leases: settle
@@ -228,6 +232,7 @@ func (s *store) move(ctx context.Context, t driver.Tenure, ttl time.Duration, st
 	if err != nil {
 		return driver.Tenure{}, false, err
 	}
+	s.lend(&l)
 	key := s.key(t.Name)
 	for attempt := 0; ; attempt++ {
 		resp, kaErr, err := s.commit(ctx, &l, key,
@@ -237,8 +242,8 @@ func (s *store) move(ctx context.Context, t driver.Tenure, ttl time.Duration, st
 		if err != nil {
 			// The new lease is left to expire: the put may have been
 			// applied, or may be later.
-			s.usedUp(l)
-			s.known.unsettle(t)
+			s.unanswered(l, t.Name, t.Owner)
+			s.ledger.unsettle(t)
 			return driver.Tenure{}, false, err
 		}
 		if !resp.Succeeded {
@@ -251,23 +256,19 @@ func (s *store) move(ctx context.Context, t driver.Tenure, ttl time.Duration, st
 			if len(kvs) == 1 && isIntact(kvs[0], t) {
 				return driver.Tenure{}, false, fmt.Errorf("etcd: the tenure of %q kept moving to other etcd leases while it was renewed to another ttl (concurrent calls of owner %q)", t.Name, t.Owner)
 			}
-			s.known.forget(t)
+			s.dispose(ctx, s.ledger.gone(t)...)
 			return driver.Tenure{}, false, nil
 		}
 		s.usedUp(l)
-		s.known.settled(t)
+		// The tenure left from (the lease the comparison found it on):
+		// the ledger says whether that lease may be revoked or recycled.
+		// A failed keep-alive leaves the tenure on l, which may end
+		// before ttl: a store failure, and a retry moves it again.
+		renewed := held(t.Name, t.Owner, int64(t.Token), start, l.ttl)
+		s.dispose(ctx, s.ledger.began(l.id, renewed, l.ttl, from)...)
 		if kaErr != nil {
 			return driver.Tenure{}, false, kaErr
 		}
-		if prev := resp.Responses[0].GetResponsePut().GetPrevKv(); prev != nil && s.known.solo(t, clientv3.LeaseID(prev.Lease)) {
-			// A lease of its own; a group's lease is revoked once its
-			// last tenure leaves it (rememberSolo below), and a lease
-			// this Locker did not put the tenure on may carry another
-			// Locker's group: it expires by itself.
-			s.revokes.revoke(ctx, clientv3.LeaseID(prev.Lease))
-		}
-		renewed := held(t.Name, t.Owner, int64(t.Token), start, l.ttl)
-		s.known.rememberSolo(renewed, l.id, l.ttl)
 		return renewed, true, nil
 	}
 }
@@ -276,9 +277,10 @@ func (s *store) move(ctx context.Context, t driver.Tenure, ttl time.Duration, st
 //
 // It deletes the key in a transaction that checks the tenure is intact
 // (create revision = Token, value = owner), so a retried or stale Release
-// can never delete a later tenure (etcd issue 22082), then revokes the
-// tenure's etcd lease after the call returns. If the tenure is not intact
-// it changes nothing and returns false.
+// can never delete a later tenure (etcd issue 22082); then the tenure's
+// etcd lease goes back to the pool or is revoked after the call returns,
+// as the ledger allows. If the tenure is not intact it changes nothing and
+// returns false.
 //
 // The transaction is sent once (it may share a transaction with
 // concurrent calls', see writer): etcd's client resends a transaction
@@ -290,28 +292,21 @@ func (s *store) Release(ctx context.Context, t driver.Tenure) (bool, error) {
 	key := s.key(t.Name)
 	resp, err := s.writes.txn(ctx, key, s.intact(t), []clientv3.Op{clientv3.OpDelete(key, clientv3.WithPrevKV())}, nil)
 	if err != nil {
+		// It may have been applied or not: the ledger still counts the
+		// tenure on its lease, which so stays unrevoked.
 		return false, err
 	}
-	lo, recyclable := s.known.released(t)
 	if !resp.Succeeded {
+		s.dispose(ctx, s.ledger.gone(t)...)
 		return false, nil
 	}
-	s.known.free(t.Name)
+	s.busy.free(t.Name)
 	for _, prev := range resp.Responses[0].GetResponseDeleteRange().GetPrevKvs() {
-		id := clientv3.LeaseID(prev.Lease)
-		switch {
-		case recyclable && id == lo.id:
-			// The key was the lease's only one: back to the pool for the
-			// next Acquire (no LeaseRevoke now, no LeaseGrant then), as
-			// fresh as the tenure's last Acquire or Renew.
-			s.pool.recycle(pooled{id: id, ttl: lo.ttl, fresh: lo.expires.Add(-time.Duration(lo.ttl) * time.Second)})
-		case id == lo.id && lo.solo:
-			s.revokes.revoke(ctx, id)
-		}
-		// A group's lease is revoked once its last tenure leaves it
-		// (known.released), and a lease this Locker did not put the
-		// tenure on may carry another Locker's group: it expires by
-		// itself.
+		// The key was the tenure's: back to the pool for the next
+		// Acquire (no LeaseRevoke now, no LeaseGrant then) or revoked,
+		// as the ledger allows; a lease that is not this Locker's
+		// expires by itself.
+		s.dispose(ctx, s.ledger.removed(t, clientv3.LeaseID(prev.Lease), true)...)
 	}
 	return true, nil
 }
@@ -324,7 +319,7 @@ func (s *store) Release(ctx context.Context, t driver.Tenure) (bool, error) {
 // that acquired it). When it is not, the caller moves t onto a lease of
 // its own.
 func (s *store) soleOn(ctx context.Context, t driver.Tenure, id clientv3.LeaseID) (bool, error) {
-	if alone, own := s.known.alone(t, id); own {
+	if alone, own := s.ledger.alone(t, id); own {
 		return alone, nil
 	}
 	r, err := s.client.TimeToLive(ctx, id, clientv3.WithAttachedKeys())

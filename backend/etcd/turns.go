@@ -105,7 +105,7 @@ func (s *store) AcquireOrWait(ctx context.Context, name, owner string, ttl time.
 func (s *store) acquireOrWait(ctx context.Context, name, owner string, ttl time.Duration, m driver.Mark, start time.Time) (driver.Tenure, *mvccpb.KeyValue, error) {
 	id := markID{name, m.Waiter}
 	key, base := s.key(name), s.markBase(name, m.Waiter)
-	if s.known.likelyHeld(name, start) {
+	if s.busy.likelyHeld(name, start) {
 		if rec, ok := s.marks.get(id); ok && rec.key != "" && rec.alive(start) {
 			t, busy, err := s.waitKnown(ctx, name, owner, id, rec, start)
 			if err != nil || busy {
@@ -179,11 +179,7 @@ func (s *store) acquireOrWait(ctx context.Context, name, owner string, ttl time.
 			// ended before the transaction (which cannot have been
 			// applied then): grant what may have ended and retry.
 			if l.pooled || l.group {
-				s.usedUp(l)
-				if l.group {
-					s.known.groupDone(l.id, nil, true)
-				}
-				if l, err = s.grantFor(ctx, ttl, start); err != nil {
+				if err = s.regrant(ctx, &l, ttl, start); err != nil {
 					if !known {
 						s.usedUp(ml)
 					}
@@ -203,7 +199,7 @@ func (s *store) acquireOrWait(ctx context.Context, name, owner string, ttl time.
 			continue
 		}
 		if err != nil {
-			s.unanswered(l)
+			s.unanswered(l, name, owner)
 			// A mark may have been put on ml: leave it to expire, and
 			// forget it, so that the next attempt reads what is there.
 			if !known {
@@ -244,7 +240,7 @@ func (s *store) acquireOrWait(ctx context.Context, name, owner string, ttl time.
 				// before ttl: a store failure. A retry re-enters it.
 				return driver.Tenure{}, nil, kaErr
 			}
-			return s.began(l, name, owner, resp.Header.Revision, from), nil, nil
+			return s.began(ctx, l, name, owner, resp.Header.Revision, from), nil, nil
 		}
 		kvs := resp.Responses[0].GetResponseRange().GetKvs()
 		owned := resp.Responses[1].GetResponseTxn()
@@ -361,7 +357,7 @@ func (s *store) waitKnown(ctx context.Context, name, owner string, id markID, re
 	rec.lease.fresh, rec.lease.ttl = start, ttls[0]
 	s.marks.put(id, rec)
 	if kv == nil {
-		s.known.free(name)
+		s.busy.free(name)
 		return driver.Tenure{}, false, nil
 	}
 	if string(kv.Value) == owner {

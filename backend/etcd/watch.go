@@ -539,7 +539,7 @@ func (s *store) apply(sb *sub, st *seen, e event) {
 	switch {
 	case ev.Type == mvccpb.DELETE:
 		// The next Acquire need not read first.
-		s.known.free(sb.name)
+		s.busy.free(sb.name)
 		st.created = 0
 		waiter, ok := st.choose(ev.Kv.ModRevision)
 		s.watches.wake(sb, !ok, waiter)
