@@ -3,6 +3,30 @@
 // with etcd's own packages (clientv3, embed, ...) in the files that import
 // both.
 //
+// # The lease invariant
+//
+// A tenure lives exactly as long as the etcd lease its key is attached
+// to, so the backend's safety rests on one rule: an etcd lease is kept
+// alive, revoked or reused only on behalf of exactly the tenures that may
+// be on it. A Locker keeps a lease alive for a tenure only when that
+// tenure is the only one the lease may carry, or for a renewal of every
+// tenure it may carry at once. It revokes a lease, or puts it back in its
+// pool for the next tenure, only when every write that could have put a
+// tenure on it has been answered and every tenure those writes put there
+// has been shown gone by an answered write or read; a lease whose
+// tenure's holder may still renew it (a move, a ForceRelease) is revoked,
+// never reused. A write sent without an answer may still be applied, so
+// the lease it named is from then on never revoked or reused, and kept
+// alive only for the one tenure that write was for, until a read finds
+// that tenure on it (the write was applied) or etcd ends the lease by its
+// own clock. A lease the Locker did not hand to its own writes, or whose
+// record it has forgotten (only whole, only after etcd has surely ended
+// it), it never revokes or reuses, and keeps alive only after etcd has
+// listed the keys on it (LeaseTimeToLive). The ledger (ledger.go) is the
+// only code that decides any of this: every path that keeps a tenure's
+// lease alive, revokes it, reuses it or adopts a tenure found on it asks
+// the ledger first, and does only what it allows.
+//
 // # Data model
 //
 // A tenure of a name is one key, prefix+name (prefix defaults to "lease/",
@@ -57,8 +81,12 @@
 //     unanswered, moves those renewed onto a lease of their own (a write,
 //     as a Renew to another ttl); the others end with the group's lease,
 //     at their own time (TestGroupTenureNotRenewedExpires,
-//     TestGroupKeptAliveOnlyWhole). The last tenure to leave a group's
-//     lease (Release, a move, a ForceRelease by this Locker) revokes it.
+//     TestGroupKeptAliveOnlyWhole). A group's lease is revoked once every
+//     Acquire of its grant has its answer and none of their tenures is on
+//     it any more; never when one went unanswered, which may have put a
+//     tenure nobody holds on it (TestUnansweredGroupIsNeverRevoked), and
+//     never on the word of a forgotten record (TestForgottenGroupIsNeverRevoked,
+//     TestSweepNeverRevokesAGroup): it then expires at its own time.
 //   - A Locker knows which leases it put tenures on; a tenure it did not
 //     acquire (a Lease handed to another process) may be on another
 //     Locker's group. Before it keeps such a lease alive, Renew reads the
@@ -73,17 +101,18 @@
 // own ttl. So a Release whose transaction deleted the tenure's key puts
 // a lease of its own back in the Locker's pool only when no keep-alive of
 // it for that tenure is under way in this Locker or failed without an
-// answer (it could still be applied), and from then on the Locker sends
-// none for the released tenure (TestReleaseRecyclesOnlyAQuietLease);
-// otherwise it revokes the lease. A cycle of Acquire and Release on a
-// Locker is then two raft writes (the key's put and its delete), as for
-// concurrency.Mutex, whose session lease serves every lock
-// (TestReleaseRecyclesTheLease); leases are granted only while the pool
-// is short (see pool). One case is left: another Locker that renews the
-// same tenure (a caller that hands its Lease value to another process)
-// at the moment it is released can keep the lease alive once more after
-// the next tenure began on it; that tenure then lasts up to one ttl
-// longer than its own. This delays a takeover, never allows two holders.
+// answer (it could still be applied), and from then on the ledger lets
+// no keep-alive of it go out for the released tenure
+// (TestReleaseRecyclesOnlyAQuietLease); otherwise it revokes the lease. A
+// cycle of Acquire and Release on a Locker is then two raft writes (the
+// key's put and its delete), as for concurrency.Mutex, whose session
+// lease serves every lock (TestReleaseRecyclesTheLease); leases are
+// granted only while the pool is short (see pool). One case is left:
+// another Locker that renews the same tenure (a caller that hands its
+// Lease value to another process) at the moment it is released can keep
+// the lease alive once more after the next tenure began on it; that
+// tenure then lasts up to one ttl longer than its own. This delays a
+// takeover, never allows two holders.
 //
 // # Requests ahead of and behind the caller
 //
@@ -212,11 +241,11 @@
 // a new etcd lease. No etcd lease outlives its tenure other than as a
 // spare in the pool: Release recycles the lease or revokes it, and a Renew
 // or re-entrant Acquire to another ttl revokes the lease it leaves behind.
-// The exceptions are
-// failures without an answer, where the etcd lease concerned is left to
-// expire after its TTL: revoking a lease that a lost Acquire or Renew may
-// have attached could end a tenure whose holder still trusts its Deadline,
-// and it is a Release's reply that names the lease to revoke.
+// The exceptions are failures without an answer, where the etcd lease
+// concerned is left to expire after its TTL (see "The lease invariant"):
+// revoking a lease that a lost Acquire or Renew may have attached could
+// end a tenure whose holder still trusts its Deadline, and it is a
+// Release's reply that names the lease to revoke.
 //
 // # Waiting in line
 //

@@ -19,15 +19,19 @@ const cleanupTimeout = 2 * time.Second
 const revokeWorkers = 16
 
 // revoker revokes, in the background, the etcd leases that operations no
-// longer need: the lease a Release, ForceRelease, re-entrant Acquire or
-// Renew moved the key off, a spare lease of the pool that went stale, and
-// the lease a refused Renew took from the pool. An operation returns as
+// longer need: a tenure's lease once the ledger allows it (a Release, a
+// ForceRelease, a move off it, an Acquire that put nothing on it), a
+// spare lease of the pool that went stale, and leases of waiting marks
+// and places. An operation returns as
 // soon as etcd has told it the outcome, so a cluster that stops answering
 // after that answer cannot hold the call past its context; the revocation
 // runs on, bounded by cleanupTimeout, and the Locker's Close waits for
 // them (for the queued ones, at most cleanupTimeout in all), so nothing
 // outlives the Locker. A revocation that fails or never starts leaves the
-// etcd lease to expire by itself after its TTL, holding no key.
+// etcd lease to expire by itself after its TTL, holding no key: the
+// ledger allows a tenure's lease to be revoked only once no write of this
+// Locker can put a tenure on it and every tenure on it is gone, and from
+// then on lets nothing keep it alive or adopt a tenure on it.
 type revoker struct {
 	client *clientv3.Client
 
