@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -309,6 +310,11 @@ func (l *toy) Renew(ctx context.Context, held lease.Lease, ttl time.Duration) (l
 		return lease.Lease{}, err
 	}
 	start := time.Now()
+	if l.is("slow-renew") && strings.Contains(held.Name, "burst-1") && held.Expires.After(start) {
+		// A correct store behind a slow link: the request reaches it
+		// after the tenure's expiry.
+		time.Sleep(time.Until(held.Expires) + 10*time.Millisecond)
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err := l.check(ctx); err != nil {
@@ -432,4 +438,45 @@ func (w toyWatch) Stop()                    { w.stop() }
 func (l *toy) Close() error {
 	l.closed.Store(true)
 	return nil
+}
+
+// TestFailureSaysWhere: a failure names the file, line and function of
+// the case that found it (and of the shared helper that checked, if any),
+// never only the runner's.
+func TestFailureSaysWhere(t *testing.T) {
+	results := conformance.Check(t.Context(), toyHarness("two-holders"))
+	where := regexp.MustCompile(`^[a-z_]+\.go:[0-9]+ \([A-Za-z]+(, in [a-z_]+\.go:[0-9]+ \([A-Za-z]+\))?\): `)
+	n := 0
+	for _, r := range results {
+		if r.Outcome != conformance.Failed {
+			continue
+		}
+		n++
+		for _, line := range strings.Split(r.Reason, "\n") {
+			if !where.MatchString(line) || strings.HasPrefix(line, "runner.go") {
+				t.Errorf("%s: the failure %q does not say where the case found it", r.Case, line)
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("the two-holders toy failed no case")
+	}
+}
+
+// TestSlowStoreIsUntested: a correct store whose Renew reaches it after
+// the tenure's expiry (a slow link, a loaded machine) answers ErrLost, as
+// it should; the case that needed the Renew in time reports that it could
+// not test, with the timings, never that the store broke a promise.
+func TestSlowStoreIsUntested(t *testing.T) {
+	const want = "tenures acquired together expire on their own when only some are renewed"
+	for _, r := range conformance.Check(t.Context(), toyHarness("slow-renew")) {
+		if r.Case != want {
+			continue
+		}
+		if r.Outcome != conformance.Untested || !strings.Contains(r.Reason, "after the lease's Deadline") {
+			t.Fatalf("%s on a slow store: %s: %s; want untested, with the timings", want, r.Outcome, r.Reason)
+		}
+		return
+	}
+	t.Fatalf("no result for %q", want)
 }

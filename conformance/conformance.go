@@ -273,6 +273,32 @@ func failCall(t testing.TB, call string, err error) {
 	t.Fatalf("%s: the store failed: %v", call, err)
 }
 
+// couldNotTest ends the case as unable to judge the store, because the
+// case's own timing preconditions were not met (see Untested): format
+// should give the timings and what to change. Outside the suite's runner
+// it skips t.
+func couldNotTest(t testing.TB, format string, args ...any) {
+	t.Helper()
+	if ct, ok := t.(*caseT); ok {
+		ct.couldNotTest(format, args...)
+	}
+	t.Skipf("could not test: "+format, args...)
+}
+
+// lateLost ends the case as untested when err is ErrLost from a call
+// that renewed held and was answered after held's Deadline: the tenure
+// may well have expired before the store saw the call, which is then the
+// right answer, and the case's timing could not be kept. A call answered
+// before the Deadline that says lost is a broken promise, for the caller
+// to fail.
+func (s *suite) lateLost(t testing.TB, call string, held lease.Lease, ttl time.Duration, answered time.Time, err error) {
+	t.Helper()
+	if errors.Is(err, lease.ErrLost) && answered.After(held.Deadline) {
+		couldNotTest(t, "%s was answered %s after the lease's Deadline (ttl %s, Harness Granularity %s, ExpiryLag %s), and the tenure may have expired first: the machine or the store was too slow for this ttl; use a longer Harness.TTL",
+			call, answered.Sub(held.Deadline).Round(time.Millisecond), ttl, s.h.Granularity, s.h.ExpiryLag)
+	}
+}
+
 // StoreError ends the case t as unable to judge the store, because the
 // store failed in a way the case does not test: for Harness.New or NewAt
 // when opening a Locker on the store fails (a refused connection, too many

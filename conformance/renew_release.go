@@ -312,8 +312,11 @@ func partOfABurstRenewed(t testing.TB, s *suite) {
 			for i := range reqs {
 				reqs[i] = lease.RenewRequest{Lease: renewed[i], TTL: ttl}
 			}
-			for i, r := range batch.RenewBatch(t.Context(), reqs) {
+			res := batch.RenewBatch(t.Context(), reqs)
+			answered := time.Now()
+			for i, r := range res {
 				if r.Err != nil {
+					s.lateLost(t, "RenewBatch of part of a burst", renewed[i], ttl, answered, r.Err)
 					failCall(t, "RenewBatch of part of a burst", r.Err)
 				}
 				renewed[i] = r.Lease
@@ -325,6 +328,7 @@ func partOfABurstRenewed(t testing.TB, s *suite) {
 			}
 			got, err := l.Renew(t.Context(), renewed[i], ttl)
 			if err != nil {
+				s.lateLost(t, "Renew of one of a burst", renewed[i], ttl, time.Now(), err)
 				failCall(t, "Renew of one of a burst", err)
 			}
 			renewed[i] = got

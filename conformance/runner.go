@@ -27,6 +27,12 @@ const (
 	// a way the case does not test (a connection refused, too many
 	// clients); Result.Reason has the error. It is not a broken promise.
 	Errored
+	// Untested: the case could not be judged, because its own timing
+	// preconditions were not met (a call was answered after the lease's
+	// Deadline, a step ran later than the ttl allows, on a loaded machine
+	// or a slow store); Result.Reason has the timings and what to change
+	// (usually a longer Harness.TTL). It is not a broken promise.
+	Untested
 )
 
 func (o Outcome) String() string {
@@ -39,6 +45,8 @@ func (o Outcome) String() string {
 		return "skip"
 	case Errored:
 		return "error"
+	case Untested:
+		return "untested"
 	}
 	return fmt.Sprintf("Outcome(%d)", int(o))
 }
@@ -121,6 +129,10 @@ func Run(t *testing.T, h Harness) {
 			switch r.Outcome {
 			case Skipped:
 				t.Skip(r.Reason)
+			case Untested:
+				// Not a broken promise: the machine or the store was too
+				// slow for the case's timings this time.
+				t.Skip("could not test: " + r.Reason)
 			case Errored:
 				t.Fatalf("could not test this promise, the store failed: %s", r.Reason)
 			}
@@ -136,7 +148,8 @@ func runCase(ctx context.Context, s *suite, c testCase, parent *testing.T) Resul
 	outer := ctx
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	ct := &caseT{name: c.name, ctx: ctx, outer: outer, parent: parent}
+	ct := &caseT{name: c.name, ctx: ctx, outer: outer, parent: parent,
+		about: fmt.Sprintf(" [contract line %s; Harness TTL %s, Granularity %s, ExpiryLag %s]", c.contract, s.h.TTL, s.h.Granularity, s.h.ExpiryLag)}
 	if parent != nil {
 		ct.TB = parent
 	}
@@ -179,11 +192,16 @@ type caseT struct {
 	outer  context.Context // the whole run's: its end is no verdict on the store
 	parent *testing.T
 
+	// about is appended to every failure: the contract line and the
+	// Harness's timings.
+	about string
+
 	mu       sync.Mutex
 	ended    bool // finish ran: drop late calls
 	failed   bool
 	skipped  bool
 	errored  bool
+	untested bool
 	reason   []string
 	log      []string
 	cleanups []func()
@@ -209,6 +227,9 @@ func (t *caseT) record(line string, fail, skip bool) {
 			t.parent.Error(line)
 		}
 		return
+	}
+	if fail {
+		line = where() + line + t.about
 	}
 	t.log = append(t.log, line)
 	if fail || skip {
@@ -288,6 +309,61 @@ func (t *caseT) storeError(format string, args ...any) {
 	runtime.Goexit()
 }
 
+// couldNotTest marks the case as unable to judge the store, because its
+// own timing preconditions were not met. It ends the case.
+func (t *caseT) couldNotTest(format string, args ...any) {
+	line := where() + fmt.Sprintf(format, args...)
+	t.mu.Lock()
+	if !t.ended {
+		t.untested = true
+		t.log = append(t.log, line)
+		t.reason = append(t.reason, line)
+	}
+	t.mu.Unlock()
+	runtime.Goexit()
+}
+
+// where is "file.go:line (function): " for the innermost frame of the
+// suite's own code that called into the runner or the suite's shared
+// helpers (conformance.go): the case's own line, so that a failure says
+// where and why rather than pointing at the runner.
+func where() string {
+	pcs := make([]uintptr, 32)
+	n := runtime.Callers(3, pcs)
+	frames := runtime.CallersFrames(pcs[:n])
+	var helper string
+	for {
+		f, more := frames.Next()
+		file := f.File[strings.LastIndexByte(f.File, '/')+1:]
+		// The function, or the one a closure is in:
+		// ".../conformance.caseName.func1" is caseName.
+		_, fn, inSuite := strings.Cut(f.Function, "/conformance.")
+		if _, m, ok := strings.Cut(fn, ")."); ok { // a method: (*suite).name
+			fn = m
+		}
+		fn, _, _ = strings.Cut(fn, ".")
+		switch {
+		case !inSuite || file == "runner.go":
+		case file == "conformance.go" || file == "turns.go" && strings.HasPrefix(fn, "wait"):
+			if helper == "" {
+				helper = fmt.Sprintf("%s:%d (%s)", file, f.Line, fn)
+			}
+		default:
+			if helper != "" {
+				return fmt.Sprintf("%s:%d (%s, in %s): ", file, f.Line, fn, helper)
+			}
+			return fmt.Sprintf("%s:%d (%s): ", file, f.Line, fn)
+		}
+		if !more {
+			break
+		}
+	}
+	if helper != "" {
+		return helper + ": "
+	}
+	return ""
+}
+
 // noteStoreError is storeError for a goroutine other than the case's: it
 // records the store's failure and lets the caller return.
 func (t *caseT) noteStoreError(format string, args ...any) {
@@ -337,6 +413,8 @@ func (t *caseT) finish(c testCase, elapsed time.Duration) Result {
 		r.Outcome = Failed
 	case t.errored:
 		r.Outcome = Errored
+	case t.untested:
+		r.Outcome = Untested
 	case t.skipped:
 		r.Outcome = Skipped
 	default:

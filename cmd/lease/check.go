@@ -436,18 +436,21 @@ func (c *checker) mask(s string) string { return c.secret.Replace(s) }
 
 // checkJSON is lease check --json's output.
 type checkJSON struct {
-	Store   string      `json:"store"`
-	TTL     string      `json:"ttl"`
-	Prefix  string      `json:"prefix"`
-	Verdict string      `json:"verdict"` // "pass", "fail" or "untested"
-	Passed  int         `json:"passed"`
-	Failed  int         `json:"failed"`
-	Skipped int         `json:"skipped"`
-	Errored int         `json:"errored"`
-	Seconds float64     `json:"seconds"`
-	Cut     string      `json:"cut_short,omitempty"` // why the run did not finish, if it did not
-	Cleanup cleanupJSON `json:"cleanup"`
-	Results []caseJSON  `json:"results"`
+	Store   string `json:"store"`
+	TTL     string `json:"ttl"`
+	Prefix  string `json:"prefix"`
+	Verdict string `json:"verdict"` // "pass", "fail" or "untested"
+	Passed  int    `json:"passed"`
+	Failed  int    `json:"failed"`
+	Skipped int    `json:"skipped"`
+	Errored int    `json:"errored"`
+	// Untested counts the cases whose own timing could not be kept (a
+	// loaded machine, a slow store): not broken promises.
+	Untested int         `json:"untested"`
+	Seconds  float64     `json:"seconds"`
+	Cut      string      `json:"cut_short,omitempty"` // why the run did not finish, if it did not
+	Cleanup  cleanupJSON `json:"cleanup"`
+	Results  []caseJSON  `json:"results"`
 }
 
 type cleanupJSON struct {
@@ -458,7 +461,7 @@ type cleanupJSON struct {
 type caseJSON struct {
 	Case     string   `json:"case"`
 	Contract string   `json:"contract,omitempty"`
-	Outcome  string   `json:"outcome"` // "pass", "fail", "skip" or "error"
+	Outcome  string   `json:"outcome"` // "pass", "fail", "skip", "error" or "untested"
 	Reason   string   `json:"reason,omitempty"`
 	Duration string   `json:"duration"`
 	Seconds  float64  `json:"seconds"`
@@ -468,8 +471,8 @@ type caseJSON struct {
 // report prints the results and returns lease check's verdict.
 func (c *checker) report(results []conformance.Result, elapsed time.Duration, cut string, cleaned cleanupReport, cleanErr error) error {
 	timedOut := cut != ""
-	var n struct{ passed, failed, skipped, errored int }
-	var firstError string
+	var n struct{ passed, failed, skipped, errored, untested int }
+	var firstError, firstUntested string
 	for _, r := range results {
 		switch r.Outcome {
 		case conformance.Passed:
@@ -478,6 +481,11 @@ func (c *checker) report(results []conformance.Result, elapsed time.Duration, cu
 			n.failed++
 		case conformance.Skipped:
 			n.skipped++
+		case conformance.Untested:
+			n.untested++
+			if firstUntested == "" {
+				firstUntested = r.Case + ": " + firstLine(r.Reason)
+			}
 		default:
 			n.errored++
 			if firstError == "" {
@@ -489,13 +497,13 @@ func (c *checker) report(results []conformance.Result, elapsed time.Duration, cu
 	switch {
 	case n.failed > 0:
 		verdict = "fail"
-	case n.errored > 0 || timedOut || n.passed == 0:
+	case n.errored > 0 || n.untested > 0 || timedOut || n.passed == 0:
 		verdict = "untested"
 	}
 	store := c.display()
 	if c.o.asJSON {
 		out := checkJSON{Store: store, TTL: c.o.ttl.String(), Prefix: c.o.prefix, Verdict: verdict,
-			Passed: n.passed, Failed: n.failed, Skipped: n.skipped, Errored: n.errored,
+			Passed: n.passed, Failed: n.failed, Skipped: n.skipped, Errored: n.errored, Untested: n.untested,
 			Seconds: elapsed.Seconds(), Cut: cut, Cleanup: cleanupJSON{cleanupReport: cleaned}, Results: []caseJSON{}}
 		if cleanErr != nil {
 			out.Cleanup.Error = c.mask(oneLine(cleanErr.Error()))
@@ -517,7 +525,7 @@ func (c *checker) report(results []conformance.Result, elapsed time.Duration, cu
 		w := c.g.stdout
 		for _, r := range results {
 			mark := map[conformance.Outcome]string{conformance.Passed: "PASS", conformance.Failed: "FAIL",
-				conformance.Skipped: "SKIP", conformance.Errored: "ERROR"}[r.Outcome]
+				conformance.Skipped: "SKIP", conformance.Errored: "ERROR", conformance.Untested: "UNTESTED"}[r.Outcome]
 			if r.Outcome == conformance.Skipped {
 				fmt.Fprintf(w, "%-5s  %s: %s\n", mark, r.Case, firstLine(r.Reason))
 				continue
@@ -546,10 +554,10 @@ func (c *checker) report(results []conformance.Result, elapsed time.Duration, cu
 			fmt.Fprintf(w, "PASS: the store kept all %d promises checked (%d skipped) in %s\n", n.passed, n.skipped, took)
 		case "fail":
 			fmt.Fprintf(w, "FAIL: the store broke %d of %d promises checked (%d passed, %d skipped, %d could not be tested) in %s\n",
-				n.failed, len(results)-n.skipped, n.passed, n.skipped, n.errored, took)
+				n.failed, len(results)-n.skipped, n.passed, n.skipped, n.errored+n.untested, took)
 		default:
 			fmt.Fprintf(w, "ERROR: %d of %d promises could not be tested (%d passed, %d skipped) in %s\n",
-				n.errored+countNotRun(results, timedOut), len(results), n.passed, n.skipped, took)
+				n.errored+n.untested+countNotRun(results, timedOut), len(results), n.passed, n.skipped, took)
 		}
 	}
 	switch verdict {
@@ -560,6 +568,8 @@ func (c *checker) report(results []conformance.Result, elapsed time.Duration, cu
 		switch {
 		case timedOut:
 			why = cut
+		case n.errored == 0 && n.untested > 0:
+			why = fmt.Sprintf("%d cases could not keep their timing (a loaded machine or a slow store: try a longer --ttl); the first: %s", n.untested, firstUntested)
 		case firstError == "":
 			why = "no promise could be checked"
 		}

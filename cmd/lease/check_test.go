@@ -1,10 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
+	"io"
 	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/leasekit/lease"
 	"github.com/leasekit/lease/conformance"
@@ -208,5 +212,25 @@ func TestCheckRunsFaultCasesOverTCP(t *testing.T) {
 		if err != nil || len(left) != 0 || rep.Prefix == "" {
 			t.Errorf("lease %s: after it, %d leases (%v) are held under its prefix %q (ended %d)", strings.Join(args, " "), len(left), err, rep.Prefix, rep.Cleanup.Released)
 		}
+	}
+}
+
+// TestCheckReportsUntested: a case whose own timing could not be kept is
+// printed as UNTESTED with its reason, and the verdict is "could not
+// test", never a failure of the store.
+func TestCheckReportsUntested(t *testing.T) {
+	var out bytes.Buffer
+	c := &checker{g: &globals{stdout: &out, stderr: io.Discard}, o: checkOptions{raw: "mem://", ttl: time.Second}, secret: strings.NewReplacer()}
+	results := []conformance.Result{
+		{Case: "a", Outcome: conformance.Passed},
+		{Case: "b", Outcome: conformance.Untested, Reason: "renew_release.go:1 (x): Renew was answered 3ms after the lease's Deadline"},
+	}
+	err := c.report(results, time.Second, "", cleanupReport{}, nil)
+	var ee *exitError
+	if !errors.As(err, &ee) || ee.code != exitUntested || !strings.Contains(ee.msg, "could not keep their timing") {
+		t.Fatalf("report = %v; want exit %d saying the timing could not be kept", err, exitUntested)
+	}
+	if !strings.Contains(out.String(), "UNTESTED  b") || !strings.Contains(out.String(), "answered 3ms after the lease's Deadline") {
+		t.Fatalf("report printed:\n%s\nwant the case marked UNTESTED with its reason", out.String())
 	}
 }
