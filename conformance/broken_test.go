@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -49,6 +50,10 @@ var brokenModes = map[string]string{
 	"watch-local-only":             "a watch wakes when another locker releases or force-releases the name",
 	"turn-wakes-all":               "a release wakes only the waiting locker whose mark is oldest",
 	"turn-mark-never-lapses":       "a lapsed mark no longer gets the turn",
+	"batch-sorted":                 "a batch answers each request in its place, whatever their order",
+	"batch-one-ttl":                "a batch that mixes ttls gives each tenure its own",
+	"batch-extends-name":           "a batch that renews a taken-over tenure leaves the taker's expiry as its grant set it",
+	"batch-first-128":              "a batch as large as Run sends keeps every tenure held past its first expiry",
 }
 
 func toyHarness(mode string) conformance.Harness {
@@ -398,10 +403,45 @@ func (l *toy) Inspect(ctx context.Context, name string) (lease.Lease, error) {
 }
 
 // RenewBatch renews one request at a time, as Renew would, except in
-// mode batch-revives-expired.
+// the batch-* modes.
 func (l *toy) RenewBatch(ctx context.Context, reqs []lease.RenewRequest) []lease.RenewResult {
 	out := make([]lease.RenewResult, len(reqs))
+	switch {
+	case l.is("batch-sorted"):
+		// Answers in name order, as a store that sorts the keys it reads.
+		sorted := slices.Clone(reqs)
+		slices.SortStableFunc(sorted, func(a, b lease.RenewRequest) int { return strings.Compare(a.Lease.Name, b.Lease.Name) })
+		for i, r := range sorted {
+			out[i].Lease, out[i].Err = l.Renew(ctx, r.Lease, r.TTL)
+		}
+		return out
+	case l.is("batch-one-ttl") && len(reqs) > 0:
+		// One ttl for the whole batch: the first request's.
+		for i, r := range reqs {
+			out[i].Lease, out[i].Err = l.Renew(ctx, r.Lease, reqs[0].TTL)
+		}
+		return out
+	case l.is("batch-first-128"):
+		// Renews the first 128 and says it renewed them all.
+		for i, r := range reqs {
+			if i < 128 {
+				out[i].Lease, out[i].Err = l.Renew(ctx, r.Lease, r.TTL)
+			} else {
+				out[i].Lease = r.Lease
+			}
+		}
+		return out
+	}
 	for i, r := range reqs {
+		if l.is("batch-extends-name") && r.TTL > 0 {
+			// Extends whatever tenure holds the name, as a store that
+			// renews by name and checks the owner only for its answer.
+			l.mu.Lock()
+			if t := l.live(r.Lease.Name); t != nil {
+				t.expires = time.Now().Add(r.TTL)
+			}
+			l.mu.Unlock()
+		}
 		if l.is("batch-revives-expired") && r.TTL > 0 {
 			l.mu.Lock()
 			if t := l.leases[l.key(r.Lease.Name)]; t != nil && t.owner == r.Lease.Owner && t.token == r.Lease.Token {

@@ -54,6 +54,10 @@ var cases = []testCase{
 	{name: "old owner cannot renew after plain expiry", contract: "4", fn: oldOwnerCannotRenewAfterExpiry, waits: 1},
 	{name: "a batch of renewals gives each tenure the answer Renew would", contract: "4, batch", fn: batchRenewMatchesRenew, waits: 1},
 	{name: "tenures acquired together expire on their own when only some are renewed", contract: "4, batch", fn: partOfABurstRenewed, waits: 2},
+	{name: "a batch answers each request in its place, whatever their order", contract: "4, batch", fn: batchAnswersInPlace},
+	{name: "a batch that mixes ttls gives each tenure its own", contract: "4, batch", fn: batchMixedTTLs, waits: 1},
+	{name: "a batch that renews a taken-over tenure leaves the taker's expiry as its grant set it", contract: "4, batch", fn: batchLeavesTakerAlone, waits: 3},
+	{name: "a batch as large as Run sends keeps every tenure held past its first expiry", contract: "4, batch", fn: batchAsLargeAsRun, waits: 2},
 	// 5. Release.
 	{name: "release frees the name for another owner at once", contract: "5", fn: releaseFreesName},
 	{name: "a locker told the name is held acquires it at once after another locker releases it", contract: "3, 5", fn: releaseElsewhereFreesName},
