@@ -21,9 +21,9 @@ import (
 	"github.com/leasekit/lease"
 	_ "github.com/leasekit/lease/backend/all" // every scheme, for lease.Open
 	"github.com/leasekit/lease/backend/memory"
-	"github.com/leasekit/lease/semaphore/semaphoretest"
 	"github.com/leasekit/lease/internal/etcdtest"
 	"github.com/leasekit/lease/internal/testenv"
+	"github.com/leasekit/lease/semaphore/semaphoretest"
 )
 
 // A store under test: how its harness opens Lockers. (Modelled on
