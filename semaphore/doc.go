@@ -81,14 +81,14 @@
 //
 // # Cost
 //
-// Acquire tries slots one at a time, starting from a random slot and
-// going round, and stops at the first it gets. So it costs one round
-// trip (one Acquire of one lease) whenever the slot it starts at is free:
-// with k of N slots held, the first try succeeds with probability
-// (N-k)/N, and on average it takes about (N+1)/(N-k+1) tries. A full
+// Acquire tries slots one at a time, in a random order, and stops at the
+// first it gets. So it costs one round trip (one Acquire of one lease)
+// whenever the first slot it tries is free: with k of N slots held, the
+// first try succeeds with probability (N-k)/N, and on average it takes
+// (N+1)/(N-k+1) tries (2 at half full, whatever N). A full
 // semaphore costs N round trips to find full: Acquire returns a
 // *FullError (matching lease.ErrHeld) after trying every slot once. The
-// random start spreads concurrent callers over the slots, so they seldom
+// random order spreads concurrent callers over the slots, so they seldom
 // contend for the same one. (It does not use lease.Lister: listing is one
 // query on SQL but a scan of every key on Redis and a round trip per
 // tenure on etcd.)
