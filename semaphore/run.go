@@ -18,7 +18,8 @@ type config struct {
 	wait   time.Duration
 	owner  string
 	logger *slog.Logger
-	err    error // the first invalid option
+	lease  []lease.RunOption // passed on to lease.Run for the slot
+	err    error             // the first invalid option
 }
 
 func (c *config) invalid(format string, args ...any) {
@@ -59,6 +60,33 @@ func WithOwner(owner string) Option {
 // name). A nil logger logs nothing, as does leaving the option out.
 func WithLogger(logger *slog.Logger) Option {
 	return func(c *config) { c.logger = logger }
+}
+
+// WithRenewEvery makes Run renew the slot's lease every d instead of
+// every ttl/3, as lease.Run's WithRenewEvery does. d must be positive and
+// shorter than the ttl; Run reports anything else as an error matching
+// lease.ErrInvalid.
+func WithRenewEvery(d time.Duration) Option {
+	return func(c *config) {
+		if d <= 0 {
+			c.invalid("WithRenewEvery(%s): the interval must be positive", d)
+			return
+		}
+		c.lease = append(c.lease, lease.WithRenewEvery(d))
+	}
+}
+
+// WithMinHold makes Run keep its slot until d after it was acquired, even
+// if fn returns earlier, as lease.Run's WithMinHold does. A negative d is
+// an error matching lease.ErrInvalid.
+func WithMinHold(d time.Duration) Option {
+	return func(c *config) {
+		if d < 0 {
+			c.invalid("WithMinHold(%s): negative hold", d)
+			return
+		}
+		c.lease = append(c.lease, lease.WithMinHold(d))
+	}
 }
 
 // Run runs fn while holding one of the n slots of the semaphore name on
@@ -110,7 +138,7 @@ func Run(ctx context.Context, l lease.Locker, name string, n int, ttl time.Durat
 	if owner == "" {
 		owner = lease.NewOwner()
 	}
-	runOpts := []lease.RunOption{lease.WithOwner(owner), lease.WithLogger(cfg.logger)}
+	runOpts := append([]lease.RunOption{lease.WithOwner(owner), lease.WithLogger(cfg.logger)}, cfg.lease...)
 	var (
 		entered bool  // fn was called: the try is over, whatever it returned
 		result  error // lease.Run's, once fn was called
