@@ -26,6 +26,7 @@ const (
 	Skipped
 )
 
+// String names the outcome: pass, fail or skip.
 func (o Outcome) String() string {
 	switch o {
 	case Passed:
