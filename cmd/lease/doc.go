@@ -2,9 +2,10 @@
 // machine at a time: flock(1) across machines, with a fencing token.
 //
 //	lease run [flags] NAME -- COMMAND [ARGS...]
+//	lease run --slots N [flags] NAME -- COMMAND [ARGS...]
 //	lease leader [flags] NAME -- COMMAND [ARGS...]
 //	lease observe [--json] [--once] [--interval D] NAME
-//	lease status [--json] NAME
+//	lease status [--json] [--slots N] NAME
 //	lease list [--json] [--watch [--interval D] [--count N]] [PREFIX]
 //	lease top [--json] [--interval D] [--count N] [PREFIX]
 //	lease release --force NAME
@@ -82,6 +83,7 @@
 //	--grace D               time between SIGTERM and SIGKILL, out of the lease (below)
 //	                        (10s, or ttl/3 if less)
 //	--owner S               owner identity (default host:pid:random)
+//	--slots N               NAME is a semaphore of N slots: at most N at once (below)
 //	--conflict-exit-code N  exit code when NAME is busy (75), like flock -E
 //	--timeout D             limit for opening the store (default: the ttl)
 //	-v, --verbose           log what happens to the lease on stderr (below)
@@ -147,6 +149,37 @@
 //	time=2026-12-03T08:52:54.516Z level=INFO msg="lease acquired" lease.name=x lease.owner=vm:5260:d215b11b06e1:1 lease.ttl=3s lease.token=1796287974515000 lease.waited=473.852µs
 //	time=2026-12-03T08:52:55.525Z level=DEBUG msg="lease renewed" lease.name=x ... lease.slack=1.958119386s
 //	time=2026-12-03T08:52:55.723Z level=INFO msg="lease released" lease.name=x ... lease.held=1.207713195s
+//
+// # lease run --slots: at most N at once
+//
+// With --slots N, NAME is a semaphore (package semaphore): COMMAND runs
+// while holding one of NAME's N slots, so that at most N COMMANDs run at
+// once across every machine on the store. Slot I is the ordinary lease
+// lease.semaphore/NAME#I, renewed, lost and released as under plain
+// lease run, with everything above (--wait, --grace, --min-hold, exit
+// codes) applying to the slot. COMMAND also gets LEASE_SLOT, the slot's
+// index from 0 to N-1; LEASE_NAME and LEASE_TOKEN are its slot's lease
+// and fencing token, which increase per slot, not across slots, so fence
+// what COMMAND writes under LEASE_NAME. When every slot is held, lease
+// says so and exits 75; with --wait it waits, woken by the release of any
+// slot where the store can notify. A caller with a smaller N than the
+// holders' takes only slots below its own N, so lowering N takes effect
+// as the holders above it finish, and there are never more holders than
+// the largest N among them. Names beginning with lease.semaphore/ are
+// reserved for slots: lease run refuses them without --slots.
+//
+//	lease run --slots 4 --wait 1h nightly-export -- ./export.sh
+//
+// lease status --slots N NAME shows the semaphore's holders slot by slot
+// (those above N too, where the store can list), and exits 3 when no slot
+// is held; with --json an object with name, slots, held and holders (each
+// a lease as under status, with its slot). lease list
+// lease.semaphore/NAME# lists them as leases.
+//
+//	$ lease status --slots 4 nightly-export
+//	nightly-export: 2 of 4 slots held
+//	  slot 0: held by web-1:4242:9f3c2a1b07d4:1, token 17, acquired 2026-12-05T09:02:11Z, held for 3m2s, 27s left (expires 2026-12-05T09:05:40Z)
+//	  slot 3: held by web-2:977:0b1c33e8a4f2:1, token 4, acquired 2026-12-05T09:04:50Z, held for 23s, 29s left (expires 2026-12-05T09:05:42Z)
 //
 // # lease leader and lease observe
 //

@@ -10,6 +10,7 @@ import (
 
 	"github.com/leasekit/lease"
 	"github.com/leasekit/lease/driver"
+	"github.com/leasekit/lease/semaphore"
 )
 
 // leaseJSON is how status and list print a tenure with --json.
@@ -72,9 +73,10 @@ func remaining(l lease.Lease, now time.Time) time.Duration {
 
 // status is "lease status [--json] NAME".
 func (g *globals) status(ctx context.Context, args []string) (err error) {
-	fs := g.flags("status", "status [--json] NAME\n\nShows who holds NAME, its token, when its tenure began (\"-\" when the store does not record it, as on etcd) and how long it has left. Exits 3 when nobody holds it.")
+	fs := g.flags("status", "status [--json] [--slots N] NAME\n\nShows who holds NAME, its token, when its tenure began (\"-\" when the store does not record it, as on etcd) and how long it has left. Exits 3 when nobody holds it.\n\nWith --slots N, NAME is a semaphore (lease run --slots): shows the holder of each held slot, those above N included where the store can list them (holders started under a larger N). Exits 3 when no slot is held.")
 	g.timeoutFlag(fs)
 	asJSON := fs.Bool("json", false, "print a JSON object")
+	slots := fs.Int("slots", 0, "show the holders of the semaphore NAME of `N` slots, slot by slot")
 	if err := fs.Parse(args); err != nil {
 		return parseError(err)
 	}
@@ -85,6 +87,9 @@ func (g *globals) status(ctx context.Context, args []string) (err error) {
 	if err := driver.CheckName(name); err != nil {
 		return usageErrorf("%v", err)
 	}
+	if *slots < 0 || *slots > semaphore.MaxSlots {
+		return usageErrorf("status: --slots %d: want 1 to %d slots (or 0, the default, for a plain lease)", *slots, semaphore.MaxSlots)
+	}
 	ctx, cancel := g.oneShot(ctx)
 	defer cancel()
 	l, err := g.open(ctx)
@@ -92,6 +97,9 @@ func (g *globals) status(ctx context.Context, args []string) (err error) {
 		return err
 	}
 	defer closeLocker(l, &err)
+	if *slots > 0 {
+		return g.slotStatus(ctx, l, name, *slots, *asJSON)
+	}
 
 	got, err := bounded(ctx, func(ctx context.Context) (lease.Lease, error) { return l.Inspect(ctx, name) }, nil)
 	held := err == nil
@@ -118,6 +126,56 @@ func (g *globals) status(ctx context.Context, args []string) (err error) {
 		fmt.Fprintf(g.stdout, "%s: not held\n", quoteName(name))
 	}
 	if !held {
+		return &exitError{code: exitNotHeld}
+	}
+	return nil
+}
+
+// slotsJSON is how status --slots --json prints a semaphore.
+type slotsJSON struct {
+	Name    string     `json:"name"`
+	Slots   int        `json:"slots"`
+	Held    int        `json:"held"`
+	Holders []slotJSON `json:"holders"`
+}
+
+// slotJSON is one held slot: its index and its tenure.
+type slotJSON struct {
+	Slot int `json:"slot"`
+	leaseJSON
+}
+
+// slotStatus is "lease status --slots N NAME".
+func (g *globals) slotStatus(ctx context.Context, l lease.Locker, name string, n int, asJSON bool) error {
+	holders, err := bounded(ctx, func(ctx context.Context) ([]semaphore.Slot, error) { return semaphore.Holders(ctx, l, name, n) }, nil)
+	if err != nil {
+		return g.storeError(ctx, err)
+	}
+	now := time.Now()
+	if asJSON {
+		v := slotsJSON{Name: name, Slots: n, Held: len(holders), Holders: []slotJSON{}}
+		for _, s := range holders {
+			v.Holders = append(v.Holders, slotJSON{Slot: s.Index, leaseJSON: toJSON(s.Lease, now)})
+		}
+		if err := writeJSON(g.stdout, v); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(g.stdout, "%s: %d of %d slots held\n", quoteName(name), len(holders), n)
+		for _, s := range holders {
+			above := ""
+			if s.Index >= n {
+				above = fmt.Sprintf(" (above --slots %d: a holder under a larger capacity)", n)
+			}
+			since := acquiredText(s.Lease)
+			if d := heldFor(s.Lease, now); d > 0 {
+				since += fmt.Sprintf(", held for %s", roundDuration(d))
+			}
+			fmt.Fprintf(g.stdout, "  slot %d%s: held by %s, token %d, acquired %s, %s left (expires %s)\n",
+				s.Index, above, s.Lease.Owner, s.Lease.Token, since, roundDuration(remaining(s.Lease, now)), s.Lease.Expires.Local().Format(time.RFC3339))
+		}
+	}
+	if len(holders) == 0 {
 		return &exitError{code: exitNotHeld}
 	}
 	return nil

@@ -19,7 +19,13 @@ func TestUsageErrors(t *testing.T) {
 		{"run", "--ttl", "30x", "name", "--", "true"},
 		{"run", "--ttl", "10s", "--grace", "10s", "name", "--", "true"},
 		{"run", "--ttl", "30s", "--renew-every", "15s", "--grace", "15s", "name", "--", "true"},
+		{"run", "--slots", "-1", "name", "--", "true"},
+		{"run", "--slots", "1025", "name", "--", "true"},
+		{"run", "--slots", "two", "name", "--", "true"},
+		{"run", "lease.semaphore/name#0", "--", "true"},
+		{"run", "--slots", "100", strings.Repeat("n", 1010), "--", "true"},
 		{"status"},
+		{"status", "--slots", "-1", "name"},
 		{"release", "name"},
 		{"list", "a", "b"},
 		{"check", "mem://", "mem://"},
@@ -33,8 +39,13 @@ func TestUsageErrors(t *testing.T) {
 			t.Errorf("lease %s: want exit 2 and one line \"lease: ...\" on stderr\n%s", strings.Join(args, " "), res)
 		}
 	}
+	// A slot name without --slots says why it is refused.
+	res := runLease(t, nil, "run", "lease.semaphore/name#0", "--", "true")
+	if res.code != exitUsage || !oneLineWith(res.stderr, "reserved for the slots of semaphores", "--slots") {
+		t.Errorf("lease run lease.semaphore/name#0: want exit 2 and one line saying the name is reserved\n%s", res)
+	}
 	// A grace that does not fit in the lease names both values.
-	res := runLease(t, nil, "run", "--ttl", "10s", "--grace", "8s", "name", "--", "true")
+	res = runLease(t, nil, "run", "--ttl", "10s", "--grace", "8s", "name", "--", "true")
 	if res.code != exitUsage || !oneLineWith(res.stderr, "--grace 8s", "--ttl 10s") {
 		t.Errorf("lease run --ttl 10s --grace 8s: want exit 2 and one line naming both\n%s", res)
 	}
