@@ -54,6 +54,10 @@ var brokenModes = map[string]string{
 	"batch-one-ttl":                "a batch that mixes ttls gives each tenure its own",
 	"batch-extends-name":           "a batch that renews a taken-over tenure leaves the taker's expiry as its grant set it",
 	"batch-first-128":              "a batch as large as Run sends keeps every tenure held past its first expiry",
+	"list-includes-expired":        "list returns the held tenures under a prefix in name order",
+	"list-like-prefix":             "list returns the held tenures under a prefix in name order",
+	"force-revives-owner":          "force release ends any tenure and keeps token order",
+	"watch-wakes-early":            "a watch wakes when the name is released or force-released",
 }
 
 func toyHarness(mode string) conformance.Harness {
@@ -141,6 +145,7 @@ type toyTenure struct {
 	name, owner string
 	token       uint64
 	expires     time.Time
+	evicted     bool // force-revives-owner: ended by ForceRelease, revived by its owner
 }
 
 type toy struct {
@@ -279,6 +284,10 @@ func (l *toy) acquire(ctx context.Context, name, owner string, ttl time.Duration
 		return lease.Lease{}, err
 	}
 	t := l.live(name)
+	if old := l.leases[l.key(name)]; t == nil && old != nil && old.evicted && old.owner == owner {
+		t = old // force-revives-owner
+		t.evicted = false
+	}
 	switch {
 	case t != nil && t.owner != owner && !l.is("two-holders"):
 		return lease.Lease{}, &lease.HeldError{Name: name, Owner: t.owner, Remaining: time.Until(t.expires)}
@@ -366,13 +375,18 @@ func (l *toy) Release(ctx context.Context, held lease.Lease) error {
 		}
 		return lease.ErrLost
 	}
+	if l.is("watch-wakes-early") {
+		// Wakes the watches as it starts, and the deletion lands a
+		// moment later (a notification sent before the commit).
+		l.wakeWatch(held.Name)
+		l.mu.Unlock()
+		time.Sleep(50 * time.Millisecond)
+		l.mu.Lock()
+	}
 	delete(l.leases, l.key(held.Name))
 	l.wakeTurn(held.Name)
-	if c, ok := l.watchesOf().Load(held.Name); ok && !l.is("watch-never-wakes") {
-		select {
-		case c.(chan struct{}) <- struct{}{}:
-		default:
-		}
+	if !l.is("watch-wakes-early") {
+		l.wakeWatch(held.Name)
 	}
 	if l.is("token-restarts-after-release") {
 		delete(l.tokens, l.key(held.Name))
@@ -455,6 +469,66 @@ func (l *toy) RenewBatch(ctx context.Context, reqs []lease.RenewRequest) []lease
 		out[i].Lease, out[i].Err = l.Renew(ctx, r.Lease, r.TTL)
 	}
 	return out
+}
+
+// wakeWatch wakes the watch on name (but not in mode watch-never-wakes).
+func (l *toy) wakeWatch(name string) {
+	if c, ok := l.watchesOf().Load(name); ok && !l.is("watch-never-wakes") {
+		select {
+		case c.(chan struct{}) <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// List returns the live tenures whose names start with prefix, in name
+// order (but expired ones too in mode list-includes-expired, and prefix
+// read as a SQL LIKE pattern in mode list-like-prefix).
+func (l *toy) List(ctx context.Context, prefix string) ([]lease.Lease, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.check(ctx); err != nil {
+		return nil, err
+	}
+	match := func(name string) bool { return strings.HasPrefix(name, prefix) }
+	if l.is("list-like-prefix") {
+		re := regexp.MustCompile("^" + strings.NewReplacer("%", ".*", "_", ".").Replace(regexp.QuoteMeta(prefix)))
+		match = re.MatchString
+	}
+	var out []lease.Lease
+	for _, t := range l.leases {
+		if !match(t.name) || l.live(t.name) != t && !l.is("list-includes-expired") {
+			continue
+		}
+		out = append(out, lease.Lease{Name: t.name, Owner: t.owner, Token: t.token, Expires: t.expires})
+	}
+	slices.SortFunc(out, func(a, b lease.Lease) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+// ForceRelease ends the tenure of name whoever holds it (in mode
+// force-revives-owner it only marks it expired, and the evicted owner's
+// next Acquire takes it up again with its token).
+func (l *toy) ForceRelease(ctx context.Context, name string) (lease.Lease, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.check(ctx); err != nil {
+		return lease.Lease{}, err
+	}
+	t := l.live(name)
+	if t == nil {
+		return lease.Lease{}, fmt.Errorf("toy: %w", lease.ErrNotHeld)
+	}
+	ended := lease.Lease{Name: t.name, Owner: t.owner, Token: t.token, Expires: time.Now()}
+	if l.is("force-revives-owner") {
+		t.expires = time.Now()
+		t.evicted = true
+	} else {
+		delete(l.leases, l.key(name))
+	}
+	l.wakeTurn(name)
+	l.wakeWatch(name)
+	return ended, nil
 }
 
 // Watch keeps one watch per name, woken by Release (but not in mode

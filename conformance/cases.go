@@ -93,7 +93,7 @@ var cases = []testCase{
 	// Close.
 	{name: "a closed locker refuses every call with ErrClosed", contract: "close", fn: closedLockerRefuses},
 	// The optional interfaces, where the Locker implements them.
-	{name: "list returns the held tenures under a prefix in name order", contract: "lister", fn: listUnderPrefix},
+	{name: "list returns the held tenures under a prefix in name order", contract: "lister", fn: listUnderPrefix, waits: 1},
 	{name: "force release ends any tenure and keeps token order", contract: "force-release", fn: forceRelease},
 	{name: "a watch wakes when the name is released or force-released", contract: "waiter", fn: watchWakesOnRelease},
 	{name: "a watch wakes when another locker releases or force-releases the name", contract: "waiter", fn: watchWakesOnAnotherLockersRelease},

@@ -10,7 +10,10 @@ import (
 
 // The optional interfaces, checked where a Locker implements them.
 
-// listUnderPrefix: list returns the held tenures under a prefix in name order.
+// listUnderPrefix: list returns the held tenures under a prefix in name
+// order: not a released or an expired one, and not a name that a prefix
+// with the wildcard characters of SQL LIKE or glob patterns would match
+// as a pattern but does not start with literally.
 func listUnderPrefix(t testing.TB, s *suite) {
 	l := s.locker(t)
 	lister, ok := l.(lease.Lister)
@@ -27,7 +30,20 @@ func listUnderPrefix(t testing.TB, s *suite) {
 	if err := l.Release(t.Context(), gone); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
+	expiredName := prefix + "d"
+	_, granted := s.acquire(t, l, expiredName, "owner-d", s.h.TTL)
 	s.acquire(t, l, s.name("list-elsewhere"), "owner-x", long)
+	// Names a pattern would match: in SQL LIKE "%" matches anything and
+	// "_" one character; in a glob "*" matches anything, "?" one
+	// character and "[bc]" one of a class. Each of these names matches
+	// wild read as one of those patterns, and none starts with it.
+	base := s.name("list-wild/")
+	wild := base + "a%_*?[bc]/"
+	literal, _ := s.acquire(t, l, wild+"x", "owner-w", long)
+	for _, like := range []string{"aZZ*?[bc]/y", "a%X*?[bc]/y", "a%_QQb/y"} {
+		s.acquire(t, l, base+like, "owner-v", long)
+	}
+	s.expire(t, l, expiredName, s.h.TTL, granted)
 	got, err := lister.List(t.Context(), prefix)
 	if err != nil {
 		t.Fatalf("List(%q): %v", prefix, err)
@@ -39,6 +55,17 @@ func listUnderPrefix(t testing.TB, s *suite) {
 		if got[i].Name != want.Name || got[i].Owner != want.Owner || got[i].Token != want.Token {
 			t.Fatalf("List(%q)[%d] = %v, want %v", prefix, i, got[i], want)
 		}
+	}
+	got, err = lister.List(t.Context(), wild)
+	if err != nil {
+		t.Fatalf("List(%q): %v", wild, err)
+	}
+	if len(got) != 1 || got[0].Name != literal.Name {
+		var names []string
+		for _, g := range got {
+			names = append(names, g.Name)
+		}
+		t.Fatalf("List(%q) returned %q; want only %q: a prefix is literal, never a LIKE or glob pattern", wild, names, literal.Name)
 	}
 }
 
@@ -74,6 +101,17 @@ func forceRelease(t testing.TB, s *suite) {
 	if next.Token <= held.Token {
 		t.Fatalf("Acquire after ForceRelease got token %d, not greater than %d", next.Token, held.Token)
 	}
+	// The evicted owner itself starts a new tenure, with a larger token:
+	// its old one ended.
+	if _, err := fr.ForceRelease(ctx, name); err != nil {
+		t.Fatalf("ForceRelease of a held name: %v", err)
+	}
+	again, _ := s.acquire(t, l, name, "owner-b", long)
+	if again.Token <= next.Token {
+		t.Fatalf("the evicted owner's Acquire after ForceRelease got token %d, not greater than its evicted tenure's %d", again.Token, next.Token)
+	}
+	_, err = l.Renew(ctx, next, long)
+	mustBeLost(t, "Renew of the evicted tenure after its owner acquired again", err)
 }
 
 // watchWakesOnRelease: a watch on a name wakes when its tenure is
@@ -127,10 +165,34 @@ func watchWakes(t testing.TB, s *suite, l, other lease.Locker, label string) {
 	}
 	held, _ := s.acquire(t, other, name, "owner-a", long)
 	drain() // an Acquire may wake it too: wake-ups are hints
-	if err := other.Release(ctx, held); err != nil {
+	// The waiter does not wait for the releaser's call to return: the
+	// wake-up that comes with the release means free, and another owner
+	// acquires at once. (A wake-up is a hint, so one that comes early,
+	// with the name still held, is let pass; the release's own must
+	// follow it.)
+	released := make(chan error, 1)
+	go func() { released <- other.Release(ctx, held) }()
+	var woken lease.Lease
+	for wakes := 1; ; wakes++ {
+		wake("a Release")
+		var err error
+		woken, err = l.Acquire(ctx, name, "owner-woken", long)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, lease.ErrHeld) {
+			failCall(t, "Acquire right after the watch woke", err)
+		}
+		if wakes == 3 {
+			t.Fatalf("the watch on %q woke %d times for one Release, and each time the name was still held (%v): it wakes before the release has taken effect", name, wakes, err)
+		}
+	}
+	if err := <-released; err != nil {
 		failCall(t, "Release", err)
 	}
-	wake("a Release")
+	if err := l.Release(ctx, woken); err != nil {
+		failCall(t, "Release", err)
+	}
 	if fr, ok := other.(lease.ForceReleaser); ok {
 		s.acquire(t, other, name, "owner-b", long)
 		drain()
@@ -138,6 +200,7 @@ func watchWakes(t testing.TB, s *suite, l, other lease.Locker, label string) {
 			failCall(t, "ForceRelease", err)
 		} else if err == nil {
 			wake("a ForceRelease")
+			s.acquire(t, l, name, "owner-woken", long)
 		}
 	}
 	watch.Stop()
