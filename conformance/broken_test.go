@@ -58,6 +58,7 @@ var brokenModes = map[string]string{
 	"list-like-prefix":             "list returns the held tenures under a prefix in name order",
 	"force-revives-owner":          "force release ends any tenure and keeps token order",
 	"watch-wakes-early":            "a watch wakes when the name is released or force-released",
+	"turn-deadline-late":           "the Deadline is read before the request and ends a drift margin early",
 }
 
 func toyHarness(mode string) conformance.Harness {

@@ -13,7 +13,9 @@ import (
 // the holder stop before the store can give the name away.
 
 // deadlineIsConservative: the Deadline is read before the request and ends
-// a drift margin early, on every call that grants or extends a tenure.
+// a drift margin early, on every call that grants or extends a tenure:
+// Acquire and Renew, and the waiting paths' acquisitions (AcquireOrWait,
+// AcquireQueued) where the Locker has them.
 func deadlineIsConservative(t testing.TB, s *suite) {
 	l := s.locker(t)
 	name := s.name("deadline")
@@ -48,6 +50,35 @@ func deadlineIsConservative(t testing.TB, s *suite) {
 			failCall(t, "Renew", err)
 		}
 		check("Renew for "+ttl.String(), got, ttl, start, done)
+	}
+	type acquirer struct {
+		op      string
+		acquire func(name string, ttl time.Duration) (lease.Lease, error)
+	}
+	var waiting []acquirer
+	if tw, ok := l.(lease.TurnWaiter); ok {
+		waiting = append(waiting, acquirer{"AcquireOrWait", func(name string, ttl time.Duration) (lease.Lease, error) {
+			return tw.AcquireOrWait(ctx, name, "owner-a", ttl)
+		}})
+	}
+	if fa, ok := l.(lease.FairAcquirer); ok {
+		waiting = append(waiting, acquirer{"AcquireQueued", func(name string, ttl time.Duration) (lease.Lease, error) {
+			return fa.AcquireQueued(ctx, name, "owner-a", ttl, long)
+		}})
+	}
+	for _, a := range waiting {
+		for _, ttl := range []time.Duration{long, 2 * s.h.TTL} {
+			start := time.Now()
+			got, err := a.acquire(s.name("deadline-"+a.op), ttl)
+			done := time.Now()
+			if errors.Is(err, errors.ErrUnsupported) {
+				break // the store cannot wait this way
+			}
+			if err != nil {
+				failCall(t, a.op, err)
+			}
+			check(a.op+" for "+ttl.String(), got, ttl, start, done)
+		}
 	}
 }
 
