@@ -59,6 +59,7 @@ var brokenModes = map[string]string{
 	"force-revives-owner":          "force release ends any tenure and keeps token order",
 	"watch-wakes-early":            "a watch wakes when the name is released or force-released",
 	"turn-deadline-late":           "the Deadline is read before the request and ends a drift margin early",
+	"batch-of-one-lost-as-error":   "Run cancels fn's context with ErrLost when a renewal finds the lease lost",
 }
 
 func toyHarness(mode string) conformance.Harness {
@@ -434,6 +435,14 @@ func (l *toy) RenewBatch(ctx context.Context, reqs []lease.RenewRequest) []lease
 		// One ttl for the whole batch: the first request's.
 		for i, r := range reqs {
 			out[i].Lease, out[i].Err = l.Renew(ctx, r.Lease, reqs[0].TTL)
+		}
+		return out
+	case l.is("batch-of-one-lost-as-error") && len(reqs) == 1:
+		// A batch of one takes a path of its own, which reports a lost
+		// tenure as a store error.
+		out[0].Lease, out[0].Err = l.Renew(ctx, reqs[0].Lease, reqs[0].TTL)
+		if errors.Is(out[0].Err, lease.ErrLost) {
+			out[0].Err = errors.New("toy: the renewal did not go through")
 		}
 		return out
 	case l.is("batch-first-128"):

@@ -272,6 +272,13 @@ func batchRenewMatchesRenew(t testing.TB, s *suite) {
 	}
 	mustBeInvalid(t, "RenewBatch of the zero Lease", res[5].Err, "Lease")
 	mustBeInvalid(t, "RenewBatch with ttl 0", res[6].Err, "ttl")
+	// A batch of one lost tenure, as lease.Run's renewer sends for one
+	// Run, answers lost too.
+	one := br.RenewBatch(ctx, []lease.RenewRequest{{Lease: released, TTL: long}})
+	if len(one) != 1 {
+		t.Fatalf("RenewBatch returned %d results for 1 request", len(one))
+	}
+	mustBeLost(t, "RenewBatch of one released tenure", one[0].Err)
 	s.mustHold(t, l, res[0].Lease, "after RenewBatch")
 	s.mustBeFree(t, l, expiredName, "after RenewBatch of an expired tenure (it must not be revived)")
 	s.mustBeFree(t, l, released.Name, "after RenewBatch of a released tenure")

@@ -124,7 +124,8 @@ wait:
 func runCancelsOnLoss(t testing.TB, s *suite) {
 	l := s.locker(t)
 	name := s.name("run-lost")
-	ttl := max(s.h.TTL, time.Second) * 3
+	ttl := max(s.h.TTL, time.Second) * 6
+	every := ttl / 10
 	err := lease.Run(t.Context(), l, name, ttl, func(ctx context.Context) error {
 		held, _ := lease.FromContext(ctx)
 		// Someone ends the tenure behind fn's back (an operator's forced
@@ -132,17 +133,25 @@ func runCancelsOnLoss(t testing.TB, s *suite) {
 		if err := l.Release(t.Context(), held); err != nil {
 			t.Errorf("Release behind Run's back: %v", err)
 		}
+		released := time.Now()
 		select {
 		case <-ctx.Done():
 			if !errors.Is(context.Cause(ctx), lease.ErrLost) {
 				t.Errorf("fn's context ended with cause %v, want one matching ErrLost", context.Cause(ctx))
+			}
+			// The next renewal (a batch of one, where the Locker is a
+			// BatchRenewer) finds the loss: the work stops then, not at
+			// the Deadline a store error would let it run to.
+			if d := time.Since(released); d > 3*every+time.Second && s.h.Advance == nil {
+				t.Errorf("fn's context ended %s after its lease was released behind its back, renewing every %s (Deadline %s after the release): the renewal that found the loss did not stop the work",
+					d.Round(time.Millisecond), every, held.Deadline.Sub(released).Round(time.Millisecond))
 			}
 			return nil
 		case <-time.After(2 * ttl):
 			t.Error("fn's context was not cancelled after its lease was released behind its back")
 			return nil
 		}
-	}, lease.WithRenewEvery(ttl/10))
+	}, lease.WithRenewEvery(every))
 	if !errors.Is(err, lease.ErrLost) {
 		if isStoreFailure(err) && !errors.Is(err, context.Canceled) {
 			failCall(t, "Run", err)
