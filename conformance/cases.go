@@ -87,6 +87,7 @@ var cases = []testCase{
 	{name: "a connection reset mid-call is a store failure, never held or lost", contract: "9, faults", fn: faultResetIsStoreError},
 	{name: "a holder whose store stops answering stops before anyone else takes over", contract: "7, faults", fn: faultStalledHolderStopsFirst, waits: 6},
 	{name: "Run never enters fn on a store slower than the ttl", contract: "7, faults", fn: faultSlowStoreNeverEntersFn, waits: 2},
+	{name: "the Deadline counts from before the request when replies are slow", contract: "7, faults", fn: faultSlowRepliesDeadline},
 	// 10. Concurrency.
 	{name: "concurrent acquires on a free name: exactly one wins", contract: "10", fn: concurrentAcquiresOneWins},
 	{name: "a burst of acquires gives each the answer it would get alone", contract: "1, 2, 3, 10", fn: burstGivesSingleAnswers},

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/internal/faultproxy"
 )
 
 // Contract line 7: expiry by the store's clock, and a Deadline that makes
@@ -120,4 +121,38 @@ func noTakeoverBeforeDeadline(t testing.TB, s *suite) {
 			time.Sleep(200 * time.Microsecond)
 		}
 	}
+}
+
+// faultSlowRepliesDeadline: with every reply delayed on its way back (a
+// TCP proxy in front of the store), the Deadline of a granted or renewed
+// tenure still counts from before the request: a Locker that reads its
+// clock when the reply arrives gives a Deadline the delay too late, which
+// the plain Deadline case, bounded by the moment the call returned, cannot
+// see on a fast store.
+func faultSlowRepliesDeadline(t testing.TB, s *suite) {
+	p, l := s.proxied(t)
+	ctx := t.Context()
+	name := s.name("fault-slow-deadline")
+	s.inspect(t, l, name) // the connection is open before the delay
+	const slow = 300 * time.Millisecond
+	p.Delay(faultproxy.ToClient, slow)
+	check := func(op string, call func() (lease.Lease, error)) lease.Lease {
+		t.Helper()
+		start := time.Now()
+		got, err := call()
+		took := time.Since(start)
+		if err != nil {
+			failCall(t, op+" with its reply delayed", err)
+		}
+		if took < slow {
+			couldNotTest(t, "%s returned %s after it began although every reply was delayed %s: the proxy's delay did not reach this call", op, took.Round(time.Millisecond), slow)
+		}
+		if latest := start.Add(long - lease.DriftMargin(long) + slow/2); got.Deadline.After(latest) {
+			t.Fatalf("%s, its reply delayed %s, returned a Deadline %s after the request's start + ttl - DriftMargin(ttl): the clock was read after the reply, not before the request",
+				op, slow, got.Deadline.Sub(latest.Add(-slow/2)).Round(time.Millisecond))
+		}
+		return got
+	}
+	held := check("Acquire", func() (lease.Lease, error) { return l.Acquire(ctx, name, "owner-a", long) })
+	check("Renew", func() (lease.Lease, error) { return l.Renew(ctx, held, long) })
 }

@@ -182,7 +182,11 @@ func (s *netStore) Close() error { return nil }
 func netHarness(t *testing.T, mode string) conformance.Harness {
 	addr := serveNet(t, memory.New())
 	at := func(_ testing.TB, a string) lease.Locker {
-		return driver.NewLocker("net", &netStore{addr: a, mode: mode})
+		l := driver.NewLocker("net", &netStore{addr: a, mode: mode})
+		if mode == "deadline-after-reply" {
+			return lateDeadline{l}
+		}
+		return l
 	}
 	return conformance.Harness{
 		New:     func(tb testing.TB) lease.Locker { return at(tb, addr) },
@@ -204,6 +208,23 @@ func faultResults(t *testing.T, mode string) map[string]conformance.Result {
 	return out
 }
 
+// lateDeadline reads the clock for the Deadline when the reply has come,
+// rather than before the request: on a fast link the difference hides in
+// the call's own duration.
+type lateDeadline struct{ lease.Locker }
+
+func (l lateDeadline) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (lease.Lease, error) {
+	got, err := l.Locker.Acquire(ctx, name, owner, ttl)
+	got.Deadline = time.Now().Add(ttl - lease.DriftMargin(ttl))
+	return got, err
+}
+
+func (l lateDeadline) Renew(ctx context.Context, held lease.Lease, ttl time.Duration) (lease.Lease, error) {
+	got, err := l.Locker.Renew(ctx, held, ttl)
+	got.Deadline = time.Now().Add(ttl - lease.DriftMargin(ttl))
+	return got, err
+}
+
 func TestFaultCasesPassAStoreThatKeepsThePromises(t *testing.T) {
 	results := faultResults(t, "")
 	if len(results) == 0 {
@@ -223,6 +244,8 @@ func TestFaultCasesCatchBrokenClients(t *testing.T) {
 		// The store ends tenures before their Deadlines: the holder's
 		// work goes on after another owner took the name.
 		"halves-ttl": "a holder whose store stops answering stops before anyone else takes over",
+		// The Deadline is read when the reply arrives.
+		"deadline-after-reply": "the Deadline counts from before the request when replies are slow",
 	} {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
