@@ -60,6 +60,7 @@ var brokenModes = map[string]string{
 	"watch-wakes-early":            "a watch wakes when the name is released or force-released",
 	"turn-deadline-late":           "the Deadline is read before the request and ends a drift margin early",
 	"batch-of-one-lost-as-error":   "Run cancels fn's context with ErrLost when a renewal finds the lease lost",
+	"client-clock":                 "Lockers whose clocks disagree see the same expiry: the store's",
 }
 
 func toyHarness(mode string) conformance.Harness {
@@ -68,6 +69,9 @@ func toyHarness(mode string) conformance.Harness {
 		New:     func(testing.TB) lease.Locker { return &toy{toyStore: store} },
 		TTL:     100 * time.Millisecond,
 		Tenures: 200,
+		NewSkewed: func(_ testing.TB, skew time.Duration) lease.Locker {
+			return &toy{toyStore: store, skew: skew}
+		},
 	}
 }
 
@@ -153,6 +157,9 @@ type toyTenure struct {
 type toy struct {
 	*toyStore
 	closed atomic.Bool
+	// skew is how far this Locker's clock is off (NewSkewed); only mode
+	// client-clock reads it.
+	skew time.Duration
 	// own holds this Locker's watches in mode watch-local-only, where a
 	// Release wakes only the watches of the Locker it went through.
 	own sync.Map
@@ -189,12 +196,23 @@ func (s *toyStore) key(name string) string {
 	return name
 }
 
-func (s *toyStore) live(name string) *toyTenure {
-	t := s.leases[s.key(name)]
-	if t == nil || (!s.is("never-expires") && !time.Now().Before(t.expires)) {
+// live is the tenure of name unless it has expired: by the store's
+// clock, or in mode client-clock by this Locker's.
+func (l *toy) live(name string) *toyTenure {
+	t := l.leases[l.key(name)]
+	if t == nil || (!l.is("never-expires") && !l.now().Before(t.expires)) {
 		return nil
 	}
 	return t
+}
+
+// now is the clock expiry is judged by: the store's, or in mode
+// client-clock this Locker's own, skew off.
+func (l *toy) now() time.Time {
+	if l.is("client-clock") {
+		return time.Now().Add(l.skew)
+	}
+	return time.Now()
 }
 
 func (l *toy) check(ctx context.Context) error {
@@ -298,7 +316,7 @@ func (l *toy) acquire(ctx context.Context, name, owner string, ttl time.Duration
 		t = &toyTenure{name: name, owner: owner, token: l.tokens[l.key(name)]}
 		l.leases[l.key(name)] = t
 	}
-	t.expires = time.Now().Add(ttl)
+	t.expires = l.now().Add(ttl)
 	return l.out(t, start, ttl), nil
 }
 
@@ -340,7 +358,7 @@ func (l *toy) Renew(ctx context.Context, held lease.Lease, ttl time.Duration) (l
 	if t == nil {
 		return lease.Lease{}, lease.ErrLost
 	}
-	if exp := time.Now().Add(ttl); !l.is("renew-never-shortens") || exp.After(t.expires) {
+	if exp := l.now().Add(ttl); !l.is("renew-never-shortens") || exp.After(t.expires) {
 		t.expires = exp
 	}
 	if l.is("renew-extends-owner") {

@@ -73,6 +73,7 @@ var cases = []testCase{
 	// 7. Clocks and the Deadline.
 	{name: "the Deadline is read before the request and ends a drift margin early", contract: "7", fn: deadlineIsConservative},
 	{name: "no other owner acquires a name before the previous holder's Deadline", contract: "7", fn: noTakeoverBeforeDeadline, waits: 8},
+	{name: "Lockers whose clocks disagree see the same expiry: the store's", contract: "7", fn: skewedClientsAgree, waits: 2},
 	// 8. Input.
 	{name: "bad input is refused with ErrInvalid and writes nothing", contract: "8", fn: badInputRefused},
 	{name: "ttls from MinTTL to MaxTTL are accepted and nothing outside them", contract: "8", fn: ttlLimits, waits: 1},

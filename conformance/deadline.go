@@ -103,7 +103,7 @@ func noTakeoverBeforeDeadline(t testing.TB, s *suite) {
 			returned := time.Now()
 			if err == nil {
 				if returned.Before(held.Deadline) {
-					t.Fatalf("round %d: owner-b acquired %q %s before owner-a's Deadline (poll %d): both would act as holders; the Deadline must come from a clock reading taken before the request, minus the drift margin",
+					t.Fatalf("round %d: owner-b acquired %q %s before owner-a's Deadline (poll %d): both would act as holders; the Deadline must come from a clock reading taken before the request, minus the drift margin, and the store must judge expiry by its own clock, not by each client's (two Lockers whose clocks are skewed see different expiries)",
 						r, name, held.Deadline.Sub(returned), polls)
 				}
 				if got.Token <= held.Token {
@@ -155,4 +155,49 @@ func faultSlowRepliesDeadline(t testing.TB, s *suite) {
 	}
 	held := check("Acquire", func() (lease.Lease, error) { return l.Acquire(ctx, name, "owner-a", long) })
 	check("Renew", func() (lease.Lease, error) { return l.Renew(ctx, held, long) })
+}
+
+// skewedClientsAgree: a Locker whose machine's clock runs ahead of the
+// holder's (by twice the ttl) or behind it sees the same tenure: it gets
+// ErrHeld before the holder's Deadline, and the name after the tenure
+// ended by the store's clock. A store that judges expiry by each
+// client's clock gives the name away early to a client whose clock is
+// ahead, and keeps it from one whose clock is behind.
+func skewedClientsAgree(t testing.TB, s *suite) {
+	if s.h.NewSkewed == nil {
+		t.Skip("single clock only: the Harness gives no NewSkewed, so expiry by the store's clock is not proven for Lockers whose clocks disagree")
+	}
+	if s.h.Advance != nil {
+		t.Skip("with a simulated store clock, the store's expiry is not tied to the clients' real clocks")
+	}
+	holder := s.locker(t)
+	skew := 2 * (s.h.TTL + s.h.Granularity)
+	for _, d := range []time.Duration{skew, -skew} {
+		other := s.h.NewSkewed(t, d)
+		if other == nil {
+			t.Fatal("Harness.NewSkewed returned nil")
+		}
+		t.Cleanup(func() { _ = other.Close() })
+		name := s.name("skew")
+		held, granted := s.acquire(t, holder, name, "owner-a", s.h.TTL)
+		got, err := other.Acquire(t.Context(), name, "owner-b", long)
+		returned := time.Now()
+		switch {
+		case err == nil && returned.Before(held.Deadline):
+			t.Fatalf("a Locker whose clock is %s off acquired %q %s before the holder's Deadline (token %d after %d): the store judges expiry by the client's clock, not its own",
+				d, name, held.Deadline.Sub(returned).Round(time.Millisecond), got.Token, held.Token)
+		case err != nil && !errors.Is(err, lease.ErrHeld):
+			failCall(t, "Acquire by a Locker whose clock is off", err)
+		}
+		if err == nil {
+			continue // the tenure ended as the call ran: nothing to judge
+		}
+		s.expire(t, holder, name, s.h.TTL, granted)
+		if _, err := other.Acquire(t.Context(), name, "owner-b", long); err != nil {
+			if errors.Is(err, lease.ErrHeld) {
+				t.Fatalf("a Locker whose clock is %s off was refused %q after the tenure expired by the store's clock: the store judges expiry by the client's clock (%v)", d, name, err)
+			}
+			failCall(t, "Acquire after expiry by a Locker whose clock is off", err)
+		}
+	}
 }

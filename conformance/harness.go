@@ -61,6 +61,17 @@ type Harness struct {
 	// Parallel is how many cases Check runs at once. Zero means 8. (Run
 	// leaves it to go test's -parallel flag.)
 	Parallel int
+
+	// NewSkewed returns a Locker on the same store whose process clock
+	// reads skew ahead of the real time (skew may be negative), as on a
+	// machine whose clock is off. The contract judges expiry by the
+	// store's clock (line 7), so a store that reads no client clock for
+	// expiry returns an ordinary Locker; one that does (a clock option,
+	// a hook) returns a Locker on a shifted clock. With NewSkewed nil,
+	// the clock-skew case is skipped and reports the store as proven on
+	// one clock only: Lockers on machines whose clocks disagree are not
+	// covered.
+	NewSkewed func(t testing.TB, skew time.Duration) lease.Locker
 }
 
 // withDefaults checks h and fills in its zero fields.

@@ -18,6 +18,8 @@ func TestConformanceSystemClock(t *testing.T) {
 	conformance.Run(t, conformance.Harness{
 		New: func(testing.TB) lease.Locker { return store.Share() },
 		TTL: 100 * time.Millisecond,
+		// Every handle judges expiry by the store's Clock.
+		NewSkewed: func(testing.TB, time.Duration) lease.Locker { return store.Share() },
 	})
 }
 
