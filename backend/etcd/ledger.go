@@ -38,6 +38,14 @@ import (
 // the lease (its last known end plus forgetAfter, with nothing pending):
 // forgetting makes a lease foreign, which only ever stops this Locker
 // from revoking or recycling it.
+//
+// Outside the ledger, and why they need no say from it: the keep-alive
+// that an Acquire sends for the pooled lease lent to it, alongside its
+// own transaction (the lease carries at most that transaction's tenure);
+// the pool's own revocations of spares (a spare is a lease no write has
+// named since it was granted, or one the ledger released as reusable:
+// nothing is on it); and the leases of waiting marks and places (keys of
+// waiters, never tenures; see turns.go and fair.go).
 type ledger struct {
 	mu      sync.Mutex
 	leases  map[clientv3.LeaseID]*leaseRec
