@@ -15,6 +15,7 @@ import (
 	"github.com/leasekit/lease/backend/memory"
 	"github.com/leasekit/lease/conformance"
 	"github.com/leasekit/lease/driver"
+	"github.com/leasekit/lease/internal/faultproxy"
 )
 
 // A store reached over TCP, so that the suite's fault cases have a network
@@ -262,4 +263,28 @@ func TestFaultCasesCatchBrokenClients(t *testing.T) {
 // TCP toy that keeps every promise.
 func TestNetToyPasses(t *testing.T) {
 	conformance.Run(t, netHarness(t, ""))
+}
+
+// TestSuitePassesASlowedStore runs the whole suite against the TCP toy,
+// which keeps every promise, reached through a proxy that delays every
+// request and every reply by 15ms (a far store, or a loaded one): no case
+// may fail it. A case whose timing the delay breaks says it could not
+// test, with the timings.
+func TestSuitePassesASlowedStore(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the whole suite through a slow link")
+	}
+	h := netHarness(t, "")
+	p := faultproxy.StartT(t, h.Addr)
+	p.Delay(faultproxy.Both, 15*time.Millisecond)
+	h.New = func(tb testing.TB) lease.Locker { return h.NewAt(tb, p.Addr()) }
+	h.TTL = 500 * time.Millisecond
+	for _, r := range conformance.Check(t.Context(), h) {
+		switch r.Outcome {
+		case conformance.Failed, conformance.Errored:
+			t.Errorf("%s: %s through a slow link: %s", r.Case, r.Outcome, r.Reason)
+		case conformance.Untested:
+			t.Logf("%s: could not test through a slow link: %s", r.Case, r.Reason)
+		}
+	}
 }

@@ -344,10 +344,11 @@ func where() string {
 		fn, _, _ = strings.Cut(fn, ".")
 		switch {
 		case !inSuite || file == "runner.go":
+		case fn == "failCall" || fn == "couldNotTest" || fn == "StoreError":
+			// Reporters, not checks: the line that called them says more.
 		case file == "conformance.go" || file == "turns.go" && strings.HasPrefix(fn, "wait"):
-			if helper == "" {
-				helper = fmt.Sprintf("%s:%d (%s)", file, f.Line, fn)
-			}
+			// The outermost shared helper the case called.
+			helper = fmt.Sprintf("%s:%d (%s)", file, f.Line, fn)
 		default:
 			if helper != "" {
 				return fmt.Sprintf("%s:%d (%s, in %s): ", file, f.Line, fn, helper)
