@@ -418,16 +418,15 @@
 // subscription to a name watches its marks as well as its key, and when
 // the key is deleted at revision R, it picks the mark created first
 // before R, and wakes the turn Watches of that mark's waiter, or every
-// turn Watch when there is no mark; every Locker sees the same events, so
-// they agree. Plain Watches wake at every release. The two watches'
-// channels are not ordered with each other: the subscription takes in
-// whatever both have ready and handles it in revision order, so only
-// events close together (a mark deleted a moment before a release,
-// delivered a moment after it) can make a Locker judge from marks a
-// little out of date: it may wake a Locker that no longer waits (the
-// release then waits for the waiters' next attempt, at most two seconds
-// in lease.Run) or one Locker more; a wake-up is never lost for good
-// (TestTurnChoiceInRevisionOrder).
+// turn Watch when there is no mark. Plain Watches wake at every release.
+// Every Locker judges a release by the marks as they were at revision
+// R-1, so they agree: the two watches' channels are not ordered with each
+// other, so the subscription takes in whatever both have ready and
+// handles it in revision order, and when its mark events have not yet
+// reached R-1 it reads the marks at that revision (one read-only request
+// on that release; TestTurnChoiceInRevisionOrder,
+// TestTurnChoiceWhenMarkEventsLag). A read that fails wakes every turn
+// Watch: a wake-up more, never one lost.
 //
 // # URLs
 //

@@ -572,3 +572,57 @@ func TestLingeringIsBounded(t *testing.T) {
 		t.Fatalf("a Watch after its subscription ended sent %v, want one Txn (the read)", m)
 	}
 }
+
+// TestTurnChoiceWhenMarkEventsLag: every Locker must choose the same
+// waiter for a release, even one whose mark watch has not yet delivered
+// the marks placed before it (the two watches' channels are not
+// ordered). Here the release arrives and no mark event ever does: the
+// subscription reads the marks as they were at the release's revision and
+// wakes the oldest mark's waiter only. Before that read, it judged from
+// no marks at all and woke every turn Watch, so two Lockers could each
+// believe the release chose them (issue 32: "a release wakes only the
+// waiting locker whose mark is oldest" failed under load on etcd).
+func TestTurnChoiceWhenMarkEventsLag(t *testing.T) {
+	l, _ := newLocker(t)
+	name := uniqueName("lag")
+	marks := l.s.marksPrefix(name)
+	keyA, keyB := marks+"waiter-a\xff01", marks+"waiter-b\xff01"
+	ctx := t.Context()
+	before, err := l.s.client.Get(ctx, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.s.client.Put(ctx, keyA, ""); err != nil {
+		t.Fatal(err)
+	}
+	put, err := l.s.client.Put(ctx, keyB, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wA := &watch{Signal: driver.NewSignal(), ws: &l.s.watches, turn: true, waiter: "waiter-a"}
+	wB := &watch{Signal: driver.NewSignal(), ws: &l.s.watches, turn: true, waiter: "waiter-b"}
+	sb, cw, wctx, ok, err := l.s.watches.install(l.s.client, l.s.life, name, wB, func() *sub {
+		return &sub{name: name, key: l.s.key(name), marks: marks, watches: map[*watch]struct{}{}, poke: make(chan struct{}, 1)}
+	})
+	if err != nil || !ok {
+		t.Fatalf("install: %v, %v", ok, err)
+	}
+	l.s.watches.mu.Lock()
+	l.s.watches.add(sb, wA)
+	l.s.watches.mu.Unlock()
+	keys, marked := make(chan clientv3.WatchResponse, 1), make(chan clientv3.WatchResponse)
+	// The subscription was set up before either mark; the release comes
+	// right after b's mark, and the marks' events are still on their way.
+	st := seen{created: 2, marks: map[string]markSeen{}, marksAt: before.Header.Revision}
+	keys <- clientv3.WatchResponse{Events: []*clientv3.Event{{Type: mvccpb.DELETE, Kv: &mvccpb.KeyValue{Key: []byte(sb.key), ModRevision: put.Header.Revision + 1}}}}
+	done := make(chan struct{})
+	go func() {
+		defer l.s.watches.wg.Done()
+		defer close(done)
+		defer sb.cancel()
+		l.s.follow(wctx, cw, sb, st, func() {}, [2]clientv3.WatchChan{keys, marked})
+	}()
+	defer func() { sb.cancel(); <-done }()
+	wakeWithin(t, wA.Changed(), 5*time.Second, "a (the oldest mark at the release)")
+	quietFor(t, wB.Changed(), turnQuiet, "b (a newer mark: the release chose a)")
+}

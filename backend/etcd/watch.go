@@ -311,6 +311,9 @@ func (s *store) watchAgain(ctx context.Context, cw clientv3.Watcher, sb *sub, re
 type seen struct {
 	created int64
 	marks   map[string]markSeen
+	// marksAt is the revision up to which marks is known complete: the
+	// read that set the subscription up, or the newest mark event since.
+	marksAt int64
 }
 
 // markSeen is one waiter's mark as a subscription saw it.
@@ -332,7 +335,7 @@ func (s *store) watchFrom(ctx context.Context, key, marks string) (st seen, rev 
 	if err != nil {
 		return seen{}, 0, fmt.Errorf("read the key to watch: %w", err)
 	}
-	st.marks = map[string]markSeen{}
+	st.marks, st.marksAt = map[string]markSeen{}, r.Header.Revision
 	if kvs := r.Responses[0].GetResponseRange().GetKvs(); len(kvs) > 0 {
 		st.created = kvs[0].CreateRevision
 	}
@@ -340,6 +343,21 @@ func (s *store) watchFrom(ctx context.Context, key, marks string) (st seen, rev 
 		st.marks[string(kv.Key)] = markSeen{waiter: markWaiter(string(kv.Key), marks), created: kv.CreateRevision}
 	}
 	return st, r.Header.Revision, nil
+}
+
+// marksAt reads the marks under marks as they were at revision rev.
+func (s *store) marksAt(ctx context.Context, marks string, rev int64) (seen, error) {
+	ctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
+	defer cancel()
+	r, err := s.client.Get(ctx, marks, clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithRev(rev))
+	if err != nil {
+		return seen{}, err
+	}
+	st := seen{marks: map[string]markSeen{}, marksAt: rev}
+	for _, kv := range r.Kvs {
+		st.marks[string(kv.Key)] = markSeen{waiter: markWaiter(string(kv.Key), marks), created: kv.CreateRevision}
+	}
+	return st, nil
 }
 
 // markWaiter is the waiter of the mark key under marks.
@@ -384,11 +402,8 @@ type event struct {
 //
 // The two watches' events reach follow on two channels, whose order is
 // not the store's: follow takes in whatever both have ready and handles
-// it in revision order, so a release is judged by the marks as they were
-// just before it, unless one watch lags the other by more than that. A
-// judgement from marks a little out of date wakes a Locker that no longer
-// waits (its waiters poll on) or one more than needed: a cost in time,
-// never a missed release for good.
+// it in revision order, and a release the mark events have not caught up
+// with is judged by the marks read at its revision (see apply).
 func (s *store) follow(ctx context.Context, cw clientv3.Watcher, sb *sub, st seen, acancel context.CancelFunc, chs [2]clientv3.WatchChan) {
 	defer func() { acancel() }()
 	backoff := time.Duration(0)
@@ -485,7 +500,7 @@ func (s *store) follow(ctx context.Context, cw clientv3.Watcher, sb *sub, st see
 			return 0
 		})
 		for _, e := range batch {
-			s.apply(sb, &st, e)
+			s.apply(ctx, sb, &st, e)
 		}
 		if !broken {
 			continue
@@ -526,7 +541,14 @@ func (s *store) follow(ctx context.Context, cw clientv3.Watcher, sb *sub, st see
 // the waiter whose mark was created first before it (every turn Watch
 // when there is none); a put that shows another tenure than the one last
 // seen, whose end went unseen, wakes every Watch.
-func (s *store) apply(sb *sub, st *seen, e event) {
+//
+// Every Locker must choose the same waiter for a release, so the choice
+// is made from the marks as they were at the revision before it: the
+// marks st has seen when its mark events have reached that revision, and
+// otherwise the marks read at that revision (one read-only request),
+// since the mark watch's events may still be on their way. A read that
+// fails wakes every turn Watch: a wake-up more, never one missed.
+func (s *store) apply(ctx context.Context, sb *sub, st *seen, e event) {
 	ev := e.ev
 	if e.mark {
 		if ev.Type == mvccpb.DELETE {
@@ -534,6 +556,7 @@ func (s *store) apply(sb *sub, st *seen, e event) {
 		} else {
 			st.marks[string(ev.Kv.Key)] = markSeen{waiter: markWaiter(string(ev.Kv.Key), sb.marks), created: ev.Kv.CreateRevision}
 		}
+		st.marksAt = max(st.marksAt, ev.Kv.ModRevision)
 		return
 	}
 	switch {
@@ -541,7 +564,16 @@ func (s *store) apply(sb *sub, st *seen, e event) {
 		// The next Acquire need not read first.
 		s.busy.free(sb.name)
 		st.created = 0
-		waiter, ok := st.choose(ev.Kv.ModRevision)
+		rev := ev.Kv.ModRevision
+		marks := *st
+		if st.marksAt < rev-1 {
+			var err error
+			if marks, err = s.marksAt(ctx, sb.marks, rev-1); err != nil {
+				s.watches.wake(sb, true, "")
+				return
+			}
+		}
+		waiter, ok := marks.choose(rev)
 		s.watches.wake(sb, !ok, waiter)
 	case ev.Kv.CreateRevision != st.created:
 		if st.created != 0 {
