@@ -586,7 +586,15 @@ func (l *toy) Close() error {
 // the case that found it (and of the shared helper that checked, if any),
 // never only the runner's.
 func TestFailureSaysWhere(t *testing.T) {
-	results := conformance.Check(t.Context(), toyHarness("two-holders"))
+	t.Parallel()
+	modes := []string{"two-holders", "turn-wakes-all", "renew-extends-owner"}
+	byMode := make([][]conformance.Result, len(modes))
+	var wg sync.WaitGroup
+	for i, mode := range modes {
+		wg.Go(func() { byMode[i] = conformance.Check(t.Context(), toyHarness(mode)) })
+	}
+	wg.Wait()
+	results := slices.Concat(byMode...)
 	where := regexp.MustCompile(`^[a-z_]+\.go:[0-9]+ \([A-Za-z]+(, in [a-z_]+\.go:[0-9]+ \([A-Za-z]+\))?\): `)
 	n := 0
 	for _, r := range results {

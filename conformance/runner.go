@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"reflect"
 	"runtime"
 	"strings"
 	"sync"
@@ -148,7 +149,7 @@ func runCase(ctx context.Context, s *suite, c testCase, parent *testing.T) Resul
 	outer := ctx
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	ct := &caseT{name: c.name, ctx: ctx, outer: outer, parent: parent,
+	ct := &caseT{name: c.name, ctx: ctx, outer: outer, parent: parent, fn: funcName(c.fn),
 		about: fmt.Sprintf(" [contract line %s; Harness TTL %s, Granularity %s, ExpiryLag %s]", c.contract, s.h.TTL, s.h.Granularity, s.h.ExpiryLag)}
 	if parent != nil {
 		ct.TB = parent
@@ -193,8 +194,8 @@ type caseT struct {
 	parent *testing.T
 
 	// about is appended to every failure: the contract line and the
-	// Harness's timings.
-	about string
+	// Harness's timings. fn is the case's function, by name.
+	about, fn string
 
 	mu       sync.Mutex
 	ended    bool // finish ran: drop late calls
@@ -229,7 +230,7 @@ func (t *caseT) record(line string, fail, skip bool) {
 		return
 	}
 	if fail {
-		line = where() + line + t.about
+		line = t.where() + line + t.about
 	}
 	t.log = append(t.log, line)
 	if fail || skip {
@@ -312,7 +313,7 @@ func (t *caseT) storeError(format string, args ...any) {
 // couldNotTest marks the case as unable to judge the store, because its
 // own timing preconditions were not met. It ends the case.
 func (t *caseT) couldNotTest(format string, args ...any) {
-	line := where() + fmt.Sprintf(format, args...)
+	line := t.where() + fmt.Sprintf(format, args...)
 	t.mu.Lock()
 	if !t.ended {
 		t.untested = true
@@ -323,46 +324,57 @@ func (t *caseT) couldNotTest(format string, args ...any) {
 	runtime.Goexit()
 }
 
-// where is "file.go:line (function): " for the innermost frame of the
-// suite's own code that called into the runner or the suite's shared
-// helpers (conformance.go): the case's own line, so that a failure says
-// where and why rather than pointing at the runner.
-func where() string {
-	pcs := make([]uintptr, 32)
+// where is "file.go:line (case): " for the line of the case's own
+// function that led to the failure, with ", in file.go:line (helper)" for
+// the outermost of the suite's shared helpers it called on the way, if
+// any: a failure says where and why rather than pointing at the runner.
+func (t *caseT) where() string {
+	pcs := make([]uintptr, 48)
 	n := runtime.Callers(3, pcs)
 	frames := runtime.CallersFrames(pcs[:n])
-	var helper string
+	var helper, last string
 	for {
 		f, more := frames.Next()
 		file := f.File[strings.LastIndexByte(f.File, '/')+1:]
-		// The function, or the one a closure is in:
-		// ".../conformance.caseName.func1" is caseName.
-		_, fn, inSuite := strings.Cut(f.Function, "/conformance.")
-		if _, m, ok := strings.Cut(fn, ")."); ok { // a method: (*suite).name
-			fn = m
-		}
-		fn, _, _ = strings.Cut(fn, ".")
+		fn := caseFunc(f.Function)
 		switch {
-		case !inSuite || file == "runner.go":
-		case fn == "failCall" || fn == "couldNotTest" || fn == "StoreError":
-			// Reporters, not checks: the line that called them says more.
-		case file == "conformance.go" || file == "turns.go" && strings.HasPrefix(fn, "wait"):
-			// The outermost shared helper the case called.
-			helper = fmt.Sprintf("%s:%d (%s)", file, f.Line, fn)
-		default:
+		case !strings.Contains(f.Function, "/conformance.") || file == "runner.go":
+		case fn == t.fn:
 			if helper != "" {
 				return fmt.Sprintf("%s:%d (%s, in %s): ", file, f.Line, fn, helper)
 			}
 			return fmt.Sprintf("%s:%d (%s): ", file, f.Line, fn)
+		case fn == "failCall" || fn == "couldNotTest" || fn == "StoreError":
+			// Reporters, not checks: the line that called them says more.
+		default:
+			helper = fmt.Sprintf("%s:%d (%s)", file, f.Line, fn)
+			last = helper
 		}
 		if !more {
 			break
 		}
 	}
-	if helper != "" {
-		return helper + ": "
+	if last != "" { // a goroutine the case started: no case frame above it
+		return last + ": "
 	}
 	return ""
+}
+
+// caseFunc is the suite's function named by a runtime function name: for
+// ".../conformance.caseName.func1" (a closure) caseName, and for
+// ".../conformance.(*suite).helper" helper.
+func caseFunc(full string) string {
+	_, fn, _ := strings.Cut(full, "/conformance.")
+	if _, m, ok := strings.Cut(fn, ")."); ok {
+		fn = m
+	}
+	fn, _, _ = strings.Cut(fn, ".")
+	return fn
+}
+
+// funcName is caseFunc of f, a case's function.
+func funcName(f func(testing.TB, *suite)) string {
+	return caseFunc(runtime.FuncForPC(reflect.ValueOf(f).Pointer()).Name())
 }
 
 // noteStoreError is storeError for a goroutine other than the case's: it
