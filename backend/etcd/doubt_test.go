@@ -19,8 +19,9 @@ import (
 // both tenures share one etcd lease (a group, see grants): a first Acquire
 // takes the lone grant, and the two wait for the next one together. When
 // lose is true, the reply to x's transaction is lost after etcd applied
-// it (errX says so). Each Acquire's transaction goes out on its own.
-func pair(t *testing.T, l *Locker, w *wire, x, ownerX, y, ownerY string, ttl time.Duration, lose bool) (hx, hy lease.Lease, errX error, group clientv3.LeaseID) {
+// it (pair checks that x's Acquire then failed as a store failure). Each
+// Acquire's transaction goes out on its own. errY is y's Acquire's error.
+func pair(t *testing.T, l *Locker, w *wire, x, ownerX, y, ownerY string, ttl time.Duration, lose bool) (hx, hy lease.Lease, group clientv3.LeaseID, errY error) {
 	t.Helper()
 	l.s.writes.batch = 1
 	w.mu.Lock()
@@ -30,7 +31,7 @@ func pair(t *testing.T, l *Locker, w *wire, x, ownerX, y, ownerY string, ttl tim
 	defer cancel()
 	var wg sync.WaitGroup
 	var first lease.Lease
-	var errFirst, errY error
+	var errFirst, errX error
 	wg.Go(func() { first, errFirst = l.Acquire(ctx, uniqueName("pair-first"), "first", ttl) })
 	waitGrants(t, l, 1)
 	wg.Go(func() { hx, errX = l.Acquire(ctx, x, ownerX, ttl) })
@@ -60,7 +61,7 @@ func pair(t *testing.T, l *Locker, w *wire, x, ownerX, y, ownerY string, ttl tim
 	if errY == nil && keyLease(t, l, y) != group {
 		t.Fatalf("%s and %s are on etcd leases %x and %x; want one group", x, y, group, keyLease(t, l, y))
 	}
-	return hx, hy, errY, group
+	return hx, hy, group, errY
 }
 
 // TestUnansweredGroupIsNeverRevoked: two Acquires share a grant; etcd
@@ -75,7 +76,7 @@ func TestUnansweredGroupIsNeverRevoked(t *testing.T) {
 	other := mustNew(t, newClient(t, testEndpoints, nil), WithPrefix(l.Prefix()))
 	const ttl = 10 * time.Second
 	x, y := uniqueName("unanswered-x"), uniqueName("unanswered-y")
-	_, hy, errY, _ := pair(t, l, w, x, "owner-a", y, "owner-y", ttl, true)
+	_, hy, _, errY := pair(t, l, w, x, "owner-a", y, "owner-y", ttl, true)
 	if errY != nil {
 		t.Fatalf("Acquire of %s: %v", y, errY)
 	}
@@ -115,7 +116,7 @@ func TestForgottenGroupIsNeverRevoked(t *testing.T) {
 	c := mustNew(t, newClient(t, testEndpoints, nil), WithPrefix(a.Prefix()))
 	const ttl = 2 * time.Second
 	n1, n2 := uniqueName("forgotten-n1"), uniqueName("forgotten-n2")
-	h1, h2, err, _ := pair(t, a, w, n1, "owner", n2, "owner", ttl, false)
+	h1, h2, _, err := pair(t, a, w, n1, "owner", n2, "owner", ttl, false)
 	if err != nil {
 		t.Fatal(err)
 	}
