@@ -18,14 +18,25 @@
 // bounded by its own timeout, so a store that hangs fails the case that
 // hung rather than stalling the run.
 //
-// Check runs the same cases without the testing package and returns one
-// Result per case (passed, failed, skipped, or errored when the store
-// failed in a way the case does not test, such as a refused connection),
-// for tools like "lease check" that certify a store outside go test.
+// A case fails only when a promise was broken. A store failure the case
+// does not test (a refused connection) makes it Errored, and a case whose
+// own timing preconditions were not met (a renewal answered after the
+// lease's Deadline on a loaded machine or a slow link) Untested, with the
+// timings and what to change; under Run both skip or end the subtest
+// saying so, never as a broken promise. Every failure names the case's
+// own file, line and function (and the suite's helper that checked), the
+// contract line, and the Harness's TTL, Granularity and ExpiryLag.
 //
-// The suite also checks the optional lease.Lister and lease.ForceReleaser
-// interfaces where a Locker implements them, and runs lease.Run over the
-// store. Its own tests run it against deliberately broken backends, one
+// Check runs the same cases without the testing package and returns one
+// Result per case (passed, failed, skipped, errored or untested), for
+// tools like "lease check" that certify a store outside go test.
+//
+// The suite also checks the optional interfaces where a Locker implements
+// them (lease.BatchRenewer, lease.Lister, lease.ForceReleaser, the waiting
+// ones), and runs lease.Run over the store. Expiry by the store's clock is
+// checked across Lockers whose clocks disagree when the Harness gives
+// NewSkewed; without it the store is reported as proven on one clock
+// only. Its own tests run it against deliberately broken backends, one
 // broken promise each, and require the case named for that promise to
 // fail.
 package conformance
