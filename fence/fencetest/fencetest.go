@@ -6,6 +6,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"path"
+	"path/filepath"
+	"reflect"
+	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -82,7 +87,7 @@ func (s *suite) bounded(t *testing.T, fn func(ctx context.Context, t *testing.T,
 	defer cancel()
 	fn(ctx, t, s)
 	if ctx.Err() != nil {
-		t.Fatalf("the case took longer than Harness.Timeout (%s)", s.h.Timeout)
+		t.Fatalf("the case %s took longer than Harness.Timeout (%s)", caseAt(fn), s.h.Timeout)
 	}
 }
 
@@ -168,4 +173,15 @@ func checkErrKind(t *testing.T, op string, err, want error) {
 	if errors.Is(err, fence.ErrStale) && want != fence.ErrStale {
 		t.Fatalf("%s: got %v, which matches fence.ErrStale; want only %v", op, err, want)
 	}
+}
+
+// caseAt names the case function fn and where it is defined, for a
+// failure reported from outside the case's own lines.
+func caseAt(fn any) string {
+	f := runtime.FuncForPC(reflect.ValueOf(fn).Pointer())
+	if f == nil {
+		return "(unknown)"
+	}
+	file, line := f.FileLine(f.Entry())
+	return fmt.Sprintf("%s (%s:%d)", strings.TrimPrefix(path.Ext(f.Name()), "."), filepath.Base(file), line)
 }
