@@ -33,6 +33,9 @@ var brokenModes = map[string]string{
 	"case-insensitive":  "names_with_awkward_characters_are_kept_apart",
 	"truncated-names":   "long_names_sharing_a_1000-byte_prefix_are_kept_apart",
 	"check-then-write":  "concurrent_writers_with_interleaved_tokens",
+	// The check and the write are one step, the raise of the maximum
+	// (to the token, not the larger of the two) another.
+	"raise-after-write": "concurrent_writers_with_interleaved_tokens",
 	"per-connection":    "a_new_connection_sees_the_maximum",
 	// Check's raises stay with the connection that made them.
 	"check-per-connection": "a_new_connection_sees_the_maximum",
@@ -251,6 +254,11 @@ func (c *toyConn) guard(ctx context.Context, name string, token uint64, write fu
 	}
 	if write != nil {
 		write()
+	}
+	if raise && s.mode == "raise-after-write" {
+		s.mu.Unlock()
+		time.Sleep(time.Millisecond)
+		s.mu.Lock()
 	}
 	if raise {
 		c.raise(k, token, write == nil)

@@ -282,7 +282,7 @@ func concurrentWriters(ctx context.Context, t *testing.T, s *suite) {
 		case err != nil:
 			t.Fatalf("%s: Read after the round: %v", at, err)
 		case !ok || v != strconv.FormatUint(top, 10):
-			t.Fatalf("%s: once every writer had returned, with tokens %v accepted, the item holds %q (found %v); want the write of token %d, the largest: a write with a smaller token landed after it (the check and the write are two steps, not one)", at, accepted, v, ok, top)
+			t.Fatalf("%s: once every writer had returned, with tokens %v accepted, the item holds %q (found %v); want the write of token %d, the largest: a write with a smaller token landed after it (the check, the write and the raise of the maximum are not one step)", at, accepted, v, ok, top)
 		}
 		if top > 1 {
 			mustBeStale(t, at+": Check just below the round's largest token", targets[0].Check(ctx, name, top-1), name, top-1, top)
@@ -399,7 +399,7 @@ func readAtLeast(ctx context.Context, tg Target, key string, token uint64) error
 	case err != nil:
 		return fmt.Errorf("a read after writes up to token %d were accepted returned %q, which no writer wrote", token, v)
 	case got < token:
-		return fmt.Errorf("after writes up to token %d had been accepted, the item held the write of token %d: a write with a smaller token landed after a larger one (the check and the write are two steps, not one)", token, got)
+		return fmt.Errorf("after writes up to token %d had been accepted, the item held the write of token %d: a write with a smaller token landed after a larger one (the check, the write and the raise of the maximum are not one step)", token, got)
 	}
 	return nil
 }
