@@ -61,10 +61,17 @@ type suite struct {
 }
 
 // bounded runs fn with a context that ends after h.Timeout, and fails t if
-// the case outlived it.
+// the case outlived it. A failing case's own lines report what failed;
+// bounded adds, at the end, which function the case is, where, and the
+// Harness's timings.
 func (s *suite) bounded(t *testing.T, fn func(ctx context.Context, t *testing.T, s *suite)) {
 	ctx, cancel := context.WithTimeout(t.Context(), s.h.Timeout)
 	defer cancel()
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the failing case is %s; Harness: TTL %s, ExpiryLag %s, Timeout %s, Prefix %q", caseAt(fn), s.h.TTL, s.h.ExpiryLag, s.h.Timeout, s.h.Prefix)
+		}
+	})
 	fn(ctx, t, s)
 	if ctx.Err() != nil && t.Context().Err() == nil {
 		t.Fatalf("the case %s took longer than Harness.Timeout (%s; ttl %s, expiry lag %s)", caseAt(fn), s.h.Timeout, s.h.TTL, s.h.ExpiryLag)

@@ -81,10 +81,17 @@ type suite struct {
 }
 
 // bounded runs fn with a context that ends after h.Timeout, and fails t if
-// fn has not returned a little after that.
+// fn has not returned a little after that. A failing case's own lines
+// report what failed; bounded adds, at the end, which function the case
+// is, where, and the Harness's shape.
 func (s *suite) bounded(t *testing.T, fn func(ctx context.Context, t *testing.T, s *suite)) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.h.Timeout)
 	defer cancel()
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the failing case is %s; Harness: Writers %d, Writes %d, Timeout %s, Prefix %q", caseAt(fn), s.h.Writers, s.h.Writes, s.h.Timeout, s.h.Prefix)
+		}
+	})
 	fn(ctx, t, s)
 	if ctx.Err() != nil {
 		t.Fatalf("the case %s took longer than Harness.Timeout (%s)", caseAt(fn), s.h.Timeout)
