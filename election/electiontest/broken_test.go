@@ -36,6 +36,17 @@ var brokenModes = map[string]string{
 	// a ttl ago, renewed or not. Only the leader's work ever learns, at
 	// the next renewal.
 	"takeover-by-grant": "a_leader_renewing_for_several_ttls_keeps_the_office_while_others_wait",
+	// Renew ends the tenure in the store and answers ErrLost: the leader
+	// is told it lost long before its Deadline.
+	"renew-ends-tenure": "a_leader_renewing_for_several_ttls_keeps_the_office_while_others_wait",
+}
+
+// slowModes are toys that keep every promise but are too slow for a case
+// to test it: the case must say "could not test" and skip, not fail.
+var slowModes = map[string]string{
+	// Renew hangs until its context ends (the store unreachable): the
+	// leader's Deadline passes and the tenure expires, as it should.
+	"renewals-hang": "a_leader_renewing_for_several_ttls_keeps_the_office_while_others_wait",
 }
 
 // toyTTL is the toys' ttl: short, so that the cases are quick, and long
@@ -69,6 +80,15 @@ func TestSuiteCatchesBrokenStores(t *testing.T) {
 			}
 		})
 	}
+	for mode, want := range slowModes {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			out, err := child(mode, want)
+			if err != nil || !strings.Contains(out, "--- SKIP: TestBrokenStore/"+want) || !strings.Contains(out, "could not test") {
+				t.Fatalf("case %q should report that it could not test the %q toy, which breaks no promise (err %v):\n%s", want, mode, err, tail(out))
+			}
+		})
+	}
 	// The control: each of those cases passes the toy with nothing broken.
 	for want := range cases {
 		t.Run("healthy/"+want, func(t *testing.T) {
@@ -91,7 +111,7 @@ func TestBrokenStore(t *testing.T) {
 	if mode == "" {
 		t.Skip("only run as a child of TestSuiteCatchesBrokenStores")
 	}
-	if _, ok := brokenModes[mode]; !ok && mode != "healthy" {
+	if _, ok := brokenModes[mode]; !ok && slowModes[mode] == "" && mode != "healthy" {
 		t.Fatalf("unknown mode %q", mode)
 	}
 	store := memory.New()
@@ -113,6 +133,14 @@ type toyLocker struct {
 
 func (l *toyLocker) Renew(ctx context.Context, held lease.Lease, ttl time.Duration) (lease.Lease, error) {
 	switch l.mode {
+	case "renew-ends-tenure":
+		if _, err := l.Locker.(lease.ForceReleaser).ForceRelease(ctx, held.Name); err != nil {
+			return lease.Lease{}, err
+		}
+		return lease.Lease{}, fmt.Errorf("toy: renew %q: %w", held.Name, lease.ErrLost)
+	case "renewals-hang":
+		<-ctx.Done()
+		return lease.Lease{}, ctx.Err()
 	case "renew-not-stored", "renew-not-extended":
 		if err := ctx.Err(); err != nil {
 			return lease.Lease{}, err

@@ -543,9 +543,10 @@ func incumbentStays(ctx context.Context, t *testing.T, s *suite) {
 	}
 	timer := time.NewTimer(hold - time.Since(from))
 	var second *elect
+	var secondAt time.Time
 	select {
 	case e := <-ch:
-		second = &e
+		second, secondAt = &e, time.Now()
 	case <-timer.C:
 	case <-ctx.Done():
 	}
@@ -561,35 +562,54 @@ func incumbentStays(ctx context.Context, t *testing.T, s *suite) {
 	timings := func() string {
 		return fmt.Sprintf("ttl %s, expiry lag %s, holding for %d ttls; %s", s.h.TTL, s.h.ExpiryLag, ttls, seen.describe(from))
 	}
+	rel := func(t time.Time) string { return t.Sub(from).Round(time.Millisecond).String() }
 	spans := g.check(t)
 	sa, _ := g.find(ea.term.Number)
-	switch {
-	case second == nil && ctx.Err() != nil:
-		t.Fatalf("the case's timeout ended it %s into a's office: %s", held.Round(time.Millisecond), timings())
-	case second == nil && !leading:
-		t.Errorf("a was no longer leading %s into its office, and nobody else was elected: %s", held.Round(time.Millisecond), timings())
-	case second == nil:
-		t.Logf("a led term %d alone for %s while b, c and d waited: %s", ea.term.Number, held.Round(time.Millisecond), timings())
+	// How a's term ended, if it did before the case ended it: lost when
+	// its Deadline passed (a renewal too late: no broken promise), or
+	// found lost before the last Deadline its work saw while it lasted
+	// (the store took back a tenure renewed in time).
+	lost := sa.ended && errors.Is(sa.cause, lease.ErrLost)
+	lostEarly := lost && sa.end.Before(seen.last())
+	couldNotTest := func(what string) {
+		t.Skipf("could not test: a's term %d was lost %s into its office, when its Deadline passed before a renewal landed (%s); %s. No promise was broken; give the Harness a longer TTL on this machine",
+			ea.term.Number, rel(sa.stopped()), timings(), what)
+	}
+	earlyLoss := func(what string) {
+		t.Errorf("a's lease was found lost %s into its office, %s before the Deadline (%s) its work last saw: the store ended a tenure whose Deadline had not come; %s; %s",
+			rel(sa.end), seen.last().Sub(sa.end).Round(time.Millisecond), rel(seen.last()), what, timings())
+	}
+	if second == nil {
+		switch {
+		case ctx.Err() != nil:
+			t.Fatalf("the case's timeout ended it %s into a's office: %s", held.Round(time.Millisecond), timings())
+		case lostEarly:
+			earlyLoss("nobody else was elected before the hold ended")
+		case lost:
+			couldNotTest("nobody else was elected before the hold ended")
+		case !leading:
+			t.Errorf("a was no longer leading %s into its office, its work having ended with %v, and nobody else was elected: %s", held.Round(time.Millisecond), sa.cause, timings())
+		default:
+			t.Logf("a led term %d alone for %s while b, c and d waited: %s", ea.term.Number, held.Round(time.Millisecond), timings())
+		}
 		return
 	}
 	// Somebody started a term while a should have been in office.
 	sb, _ := g.find(second.term.Number)
-	into := "before its work began"
+	next := fmt.Sprintf("%s was elected with term %d %s into a's office", second.who, second.term.Number, rel(secondAt))
 	if !sb.start.IsZero() {
-		into = sb.start.Sub(from).Round(time.Millisecond).String()
+		next += fmt.Sprintf(", its work starting at %s", rel(sb.start))
 	}
 	switch {
 	case t.Failed():
 		// The ledger found two leaders at once: say when it happened.
-		t.Errorf("%s started term %d %s into a's office (term %d), while a was renewing: %s", second.who, second.term.Number, into, ea.term.Number, timings())
-	case sa.ended && errors.Is(sa.cause, lease.ErrLost) && sa.end.Before(sa.deadline):
-		t.Errorf("a's lease was found lost %s into its office, %s before the Deadline its last renewal gave it: the store ended a tenure its holder had renewed in time; %s was elected next, with term %d, its work starting %s into a's office; %s",
-			sa.end.Sub(from).Round(time.Millisecond), sa.deadline.Sub(sa.end).Round(time.Millisecond), second.who, second.term.Number, into, timings())
-	case sa.ended && errors.Is(sa.cause, lease.ErrLost) && !sb.start.IsZero() && !sb.start.Before(sa.stopped()):
-		t.Skipf("could not test: a lost its term %d %s into its office, its Deadline passing before a renewal landed (%s); %s started term %d %s after that. No promise was broken; give the Harness a longer TTL on this machine",
-			ea.term.Number, sa.stopped().Sub(from).Round(time.Millisecond), timings(), second.who, second.term.Number, sb.start.Sub(sa.stopped()).Round(time.Millisecond))
+		t.Errorf("%s, while a was renewing term %d: %s", next, ea.term.Number, timings())
+	case lostEarly:
+		earlyLoss(next)
+	case lost:
+		couldNotTest(next)
 	default:
-		t.Errorf("%s was elected with term %d, its work starting %s into a's office (term %d), a's work having ended with %v: a leader that keeps renewing must keep the office; %s; handoffs %s",
-			second.who, second.term.Number, into, ea.term.Number, sa.cause, timings(), handoffs(spans))
+		t.Errorf("%s, a's work having ended with %v: a leader that keeps renewing must keep the office; %s; handoffs %s",
+			next, sa.cause, timings(), handoffs(spans))
 	}
 }

@@ -140,8 +140,10 @@ func (g *ledger) renewingWork(seen *renewals, every time.Duration) election.Work
 		tick := time.NewTicker(every)
 		defer tick.Stop()
 		for n := 0; ctx.Err() == nil && n < 100000; n++ {
-			if l, ok := lease.FromContext(ctx); ok {
-				seen.add(time.Now(), l.Deadline)
+			// Only a Deadline read while the term lasted: a renewal
+			// applied after the context ended gave the work nothing.
+			if l, ok := lease.FromContext(ctx); ok && ctx.Err() == nil {
+				seen.add(t.Number, time.Now(), l.Deadline)
 			}
 			select {
 			case <-ctx.Done():
@@ -154,22 +156,41 @@ func (g *ledger) renewingWork(seen *renewals, every time.Duration) election.Work
 	}
 }
 
-// renewals are the Deadlines a Work saw its lease renewed to.
+// renewals are the Deadlines a Work saw its lease renewed to, in the
+// first term it recorded.
 type renewals struct {
 	mu   sync.Mutex
+	term uint64
 	seen []renewal
 }
 
 // renewal is a Deadline, and when the Work first saw it.
 type renewal struct{ at, deadline time.Time }
 
-// add records d, seen at at, unless it is the Deadline seen last.
-func (r *renewals) add(at, d time.Time) {
+// add records d, seen at at in term, unless it is the Deadline seen last
+// or term is not the first term recorded.
+func (r *renewals) add(term uint64, at, d time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.term == 0 {
+		r.term = term
+	}
+	if term != r.term {
+		return
+	}
 	if n := len(r.seen); n == 0 || !r.seen[n-1].deadline.Equal(d) {
 		r.seen = append(r.seen, renewal{at, d})
 	}
+}
+
+// last returns the latest Deadline seen, or the zero time.
+func (r *renewals) last() time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.seen) == 0 {
+		return time.Time{}
+	}
+	return r.seen[len(r.seen)-1].deadline
 }
 
 // describe says, relative to from, when the lease was granted and last
