@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -33,6 +34,9 @@ var brokenModes = map[string]string{
 	"case-insensitive":  "names_with_awkward_characters_are_kept_apart",
 	"truncated-names":   "long_names_sharing_a_1000-byte_prefix_are_kept_apart",
 	"check-then-write":  "concurrent_writers_with_interleaved_tokens",
+	// As check-then-write, with a gap of no more than a yield to the
+	// scheduler: a checker whose two steps are both in memory.
+	"check-yield-write": "concurrent_writers_with_interleaved_tokens",
 	// The check and the write are one step, the raise of the maximum
 	// (to the token, not the larger of the two) another.
 	"raise-after-write": "concurrent_writers_with_interleaved_tokens",
@@ -205,7 +209,7 @@ func (c *toyConn) raise(k string, token uint64, checked bool) {
 	case s.mode == "float-in-store":
 		c.own[k], s.floats[k] = token, float64(token)
 	case s.mode == "keeps-first-max" && s.max[k] != 0:
-	case s.mode == "check-then-write":
+	case s.mode == "check-then-write", s.mode == "check-yield-write":
 		s.max[k] = max(s.max[k], token)
 	default:
 		s.max[k] = token
@@ -245,11 +249,16 @@ func (c *toyConn) guard(ctx context.Context, name string, token uint64, write fu
 		}
 		return &fence.StaleError{Name: name, Token: token, Max: winner}
 	}
-	if s.mode == "check-then-write" {
+	switch s.mode {
+	case "check-then-write":
 		// The check and the write are two steps, each atomic, with a
 		// gap between them (a round trip, say) in which nothing is held.
 		s.mu.Unlock()
 		time.Sleep(time.Millisecond)
+		s.mu.Lock()
+	case "check-yield-write":
+		s.mu.Unlock()
+		runtime.Gosched()
 		s.mu.Lock()
 	}
 	if write != nil {
