@@ -22,7 +22,7 @@ import (
 // loaded machine) is logged: it breaks no promise, the fence judges it.
 func oneLeaderAtATime(ctx context.Context, t *testing.T, s *suite) {
 	office := s.office("contention")
-	g := newLedger(office)
+	g := s.newLedger(office)
 	const candidates, terms = 4, 12
 	hold := s.h.TTL / 5
 	var count atomic.Int32
@@ -74,7 +74,7 @@ func oneLeaderAtATime(ctx context.Context, t *testing.T, s *suite) {
 // each term's Number is its lease's token.
 func termsIncrease(ctx context.Context, t *testing.T, s *suite) {
 	office := s.office("terms")
-	g := newLedger(office)
+	g := s.newLedger(office)
 	a, _ := s.candidate(t, office, "a")
 	b, lb := s.candidate(t, office, "b")
 	reader := s.locker(t)
@@ -163,7 +163,7 @@ func contextEndHandsOff(ctx context.Context, t *testing.T, s *suite) {
 // with end, expecting its Work's context to end with cause.
 func handoff(ctx context.Context, t *testing.T, s *suite, label string, end func(context.Context, *election.Candidate, *running) error, cause error) {
 	office := s.office(label)
-	g := newLedger(office)
+	g := s.newLedger(office)
 	windDown := s.h.TTL / 4
 	ch := make(chan elect, 16)
 	cands := map[string]*election.Candidate{}
@@ -212,7 +212,7 @@ func handoff(ctx context.Context, t *testing.T, s *suite, label string, end func
 // Deadline), and the dead leader's Run returns ErrClosed.
 func closedLeaderReplaced(ctx context.Context, t *testing.T, s *suite) {
 	office := s.office("crash")
-	g := newLedger(office)
+	g := s.newLedger(office)
 	ch := make(chan elect, 4)
 	a, la := s.candidate(t, office, "a", newEvents("a", ch).options()...)
 	ra := run(ctx, t, a, false, g.work(0, 0))
@@ -252,7 +252,7 @@ func closedLeaderReplaced(ctx context.Context, t *testing.T, s *suite) {
 // older than one it reported.
 func observerSequence(ctx context.Context, t *testing.T, s *suite) {
 	office := s.office("observe")
-	g := newLedger(office)
+	g := s.newLedger(office)
 	obsL := s.locker(t)
 	type seen struct {
 		term election.Term
@@ -360,7 +360,7 @@ func observerSequence(ctx context.Context, t *testing.T, s *suite) {
 // crashed leader's stop reports lost leadership.
 func callbacksPair(ctx context.Context, t *testing.T, s *suite) {
 	office := s.office("callbacks")
-	g := newLedger(office)
+	g := s.newLedger(office)
 	ch := make(chan elect, 64)
 	ids := []string{"a", "b", "c"}
 	cands := map[string]*election.Candidate{}
@@ -508,5 +508,108 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 	select {
 	case <-ctx.Done():
 	case <-timer.C:
+	}
+}
+
+// incumbentStays: a leader keeps the office for three ttls, renewing,
+// while three other candidates campaign and wait; none of them starts a
+// term in that time. A store that grants the office again while its
+// holder keeps renewing (a renewal that does not reach the store, or
+// one the store does not count) lets a second leader start about a ttl
+// after the first. If the leader's own term ends instead (a renewal that
+// landed too late on a loaded machine: the Deadline passed, the work was
+// cancelled with lease.ErrLost), the promise was kept but the case could
+// not test it: it says so, with the timings, and skips.
+func incumbentStays(ctx context.Context, t *testing.T, s *suite) {
+	const ttls = 3
+	office := s.office("incumbent")
+	g := s.newLedger(office)
+	ch := make(chan elect, 16)
+	a, _ := s.candidate(t, office, "a", newEvents("a", ch).options()...)
+	seen := &renewals{}
+	ra := run(ctx, t, a, false, g.renewingWork(seen, s.h.TTL/10))
+	ea := elected(ctx, t, "a, alone", ch)
+	g.waitBegun(t, "a")
+	var others []*running
+	for _, id := range []string{"b", "c", "d"} {
+		c, _ := s.candidate(t, office, id, newEvents(id, ch).options()...)
+		others = append(others, run(ctx, t, c, false, g.work(0, 0)))
+	}
+	hold := ttls * s.h.TTL
+	// Times are from the start of a's work: its office.
+	from := time.Now()
+	if sa, ok := g.find(ea.term.Number); ok {
+		from = sa.start
+	}
+	timer := time.NewTimer(hold - time.Since(from))
+	var second *elect
+	var secondAt time.Time
+	select {
+	case e := <-ch:
+		second, secondAt = &e, time.Now()
+	case <-timer.C:
+	case <-ctx.Done():
+	}
+	timer.Stop()
+	held := time.Since(from)
+	_, leading := a.Leading()
+	for _, r := range others {
+		r.cancel()
+		_ = r.wait(ctx, t, "a standing-by candidate's Run")
+	}
+	ra.cancel()
+	_ = ra.wait(ctx, t, "a's Run")
+	timings := func() string {
+		return fmt.Sprintf("ttl %s, expiry lag %s, holding for %d ttls; %s", s.h.TTL, s.h.ExpiryLag, ttls, seen.describe(from))
+	}
+	rel := func(t time.Time) string { return t.Sub(from).Round(time.Millisecond).String() }
+	spans := g.check(t)
+	sa, _ := g.find(ea.term.Number)
+	// How a's term ended, if it did before the case ended it: lost when
+	// its Deadline passed (a renewal too late: no broken promise), or
+	// found lost before the last Deadline its work saw while it lasted
+	// (the store took back a tenure renewed in time).
+	lost := sa.ended && errors.Is(sa.cause, lease.ErrLost)
+	lostEarly := lost && sa.end.Before(seen.last())
+	couldNotTest := func(what string) {
+		t.Skipf("could not test: a's term %d was lost %s into its office, when its Deadline passed before a renewal landed (%s); %s. No promise was broken; give the Harness a longer TTL on this machine",
+			ea.term.Number, rel(sa.stopped()), timings(), what)
+	}
+	earlyLoss := func(what string) {
+		t.Errorf("a's lease was found lost %s into its office, %s before the Deadline (%s) its work last saw: the store ended a tenure whose Deadline had not come; %s; %s",
+			rel(sa.end), seen.last().Sub(sa.end).Round(time.Millisecond), rel(seen.last()), what, timings())
+	}
+	if second == nil {
+		switch {
+		case ctx.Err() != nil:
+			t.Fatalf("the case's timeout ended it %s into a's office: %s", held.Round(time.Millisecond), timings())
+		case lostEarly:
+			earlyLoss("nobody else was elected before the hold ended")
+		case lost:
+			couldNotTest("nobody else was elected before the hold ended")
+		case !leading:
+			t.Errorf("a was no longer leading %s into its office, its work having ended with %v, and nobody else was elected: %s", held.Round(time.Millisecond), sa.cause, timings())
+		default:
+			t.Logf("a led term %d alone for %s while b, c and d waited: %s", ea.term.Number, held.Round(time.Millisecond), timings())
+		}
+		return
+	}
+	// Somebody started a term while a should have been in office.
+	sb, _ := g.find(second.term.Number)
+	next := fmt.Sprintf("%s was elected with term %d %s into a's office", second.who, second.term.Number, rel(secondAt))
+	if !sb.start.IsZero() {
+		next += fmt.Sprintf(", its work starting at %s", rel(sb.start))
+	}
+	switch {
+	case t.Failed():
+		// The ledger found two leaders at once: say when it happened.
+		t.Errorf("%s, while a was renewing term %d: %s", next, ea.term.Number, timings())
+	case lostEarly:
+		earlyLoss(next)
+	case lost:
+		couldNotTest(next)
+	default:
+		t.Errorf("%s, a's work having ended with %v: a leader that keeps renewing must keep the office; %s; handoffs %s",
+			next, sa.cause, timings(), handoffs(spans))
 	}
 }

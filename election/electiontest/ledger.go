@@ -31,6 +31,8 @@ import (
 type ledger struct {
 	office string
 	f      fence.Memory
+	// ttl and lag are the Harness's TTL and ExpiryLag, for messages.
+	ttl, lag time.Duration
 
 	mu    sync.Mutex
 	spans []span
@@ -57,7 +59,10 @@ func (s span) stopped() time.Time {
 	return s.end
 }
 
-func newLedger(office string) *ledger { return &ledger{office: office} }
+// newLedger returns the ledger of one case's office.
+func (s *suite) newLedger(office string) *ledger {
+	return &ledger{office: office, ttl: s.h.TTL, lag: s.h.ExpiryLag}
+}
 
 // begin records the start of t's Work and returns its index.
 func (g *ledger) begin(t election.Term) int {
@@ -125,6 +130,83 @@ func (g *ledger) work(hold, windDown time.Duration) election.Work {
 	}
 }
 
+// renewingWork is a Work that records itself in the ledger, as work(0,
+// 0) does, and every so often (every) records in seen the Deadline of its
+// lease as of the latest renewal (lease.FromContext), until its context
+// ends.
+func (g *ledger) renewingWork(seen *renewals, every time.Duration) election.Work {
+	return func(ctx context.Context, t election.Term) error {
+		i := g.begin(t)
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for n := 0; ctx.Err() == nil && n < 100000; n++ {
+			// Only a Deadline read while the term lasted: a renewal
+			// applied after the context ended gave the work nothing.
+			if l, ok := lease.FromContext(ctx); ok && ctx.Err() == nil {
+				seen.add(t.Number, time.Now(), l.Deadline)
+			}
+			select {
+			case <-ctx.Done():
+			case <-tick.C:
+			}
+		}
+		<-ctx.Done()
+		g.end(ctx, i, t)
+		return ctx.Err()
+	}
+}
+
+// renewals are the Deadlines a Work saw its lease renewed to, in the
+// first term it recorded.
+type renewals struct {
+	mu   sync.Mutex
+	term uint64
+	seen []renewal
+}
+
+// renewal is a Deadline, and when the Work first saw it.
+type renewal struct{ at, deadline time.Time }
+
+// add records d, seen at at in term, unless it is the Deadline seen last
+// or term is not the first term recorded.
+func (r *renewals) add(term uint64, at, d time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.term == 0 {
+		r.term = term
+	}
+	if term != r.term {
+		return
+	}
+	if n := len(r.seen); n == 0 || !r.seen[n-1].deadline.Equal(d) {
+		r.seen = append(r.seen, renewal{at, d})
+	}
+}
+
+// last returns the latest Deadline seen, or the zero time.
+func (r *renewals) last() time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.seen) == 0 {
+		return time.Time{}
+	}
+	return r.seen[len(r.seen)-1].deadline
+}
+
+// describe says, relative to from, when the lease was granted and last
+// seen renewed, and to which Deadlines.
+func (r *renewals) describe(from time.Time) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.seen) == 0 {
+		return "the leader's work never saw its lease"
+	}
+	rel := func(t time.Time) string { return t.Sub(from).Round(time.Millisecond).String() }
+	first, last := r.seen[0], r.seen[len(r.seen)-1]
+	return fmt.Sprintf("the leader's lease, seen at %s with Deadline %s, was seen renewed %d times, last at %s to Deadline %s (times from the start of its work)",
+		rel(first.at), rel(first.deadline), len(r.seen)-1, rel(last.at), rel(last.deadline))
+}
+
 // snapshot returns the spans in order of start.
 func (g *ledger) snapshot() []span {
 	g.mu.Lock()
@@ -157,14 +239,14 @@ func (g *ledger) check(t testing.TB) []span {
 	errs := slices.Clone(g.errs)
 	g.mu.Unlock()
 	for _, e := range errs {
-		t.Error(e)
+		t.Errorf("%s (ttl %s, expiry lag %s)", e, g.ttl, g.lag)
 	}
 	spans := g.snapshot()
 	if err := checkSpans(spans); err != nil {
-		t.Error(err)
+		t.Errorf("%v (ttl %s, expiry lag %s; handoffs %s)", err, g.ttl, g.lag, handoffs(spans))
 	}
 	for _, s := range spans {
-		if s.refused {
+		if s.refused && errors.Is(s.cause, lease.ErrLost) {
 			t.Logf("term %d (leader %s) lost its lease; its work recorded its end %s after its Deadline (a late timer on a loaded machine), after the next term started, which the Deadline allows", s.term, s.leader, s.end.Sub(s.stopped()))
 		}
 	}

@@ -255,7 +255,7 @@ func killedProcessReplaced(ctx context.Context, t *testing.T, s *suite) {
 	office := s.office("killed")
 	p := s.startChild(t, childSpec{Office: office, ID: "doomed", Mode: "lead"})
 	r := p.next(ctx, t, "the process's election")
-	g := newLedger(office)
+	g := s.newLedger(office)
 	ch := make(chan elect, 4)
 	b, _ := s.candidate(t, office, "b", newEvents("b", ch).options()...)
 	rb := run(ctx, t, b, false, g.work(0, 0))

@@ -4,6 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path"
+	"path/filepath"
+	"reflect"
+	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -47,6 +52,7 @@ var cases = []testCase{
 	{"the leader's ID and metadata are published with its term", metadataPublished},
 	{"one leader at a time across processes", processesOneLeader},
 	{"a SIGKILLed leader process is replaced within the ttl plus the expiry lag", killedProcessReplaced},
+	{"a leader renewing for several ttls keeps the office while others wait", incumbentStays},
 }
 
 type suite struct {
@@ -55,13 +61,20 @@ type suite struct {
 }
 
 // bounded runs fn with a context that ends after h.Timeout, and fails t if
-// the case outlived it.
+// the case outlived it. A failing case's own lines report what failed;
+// bounded adds, at the end, which function the case is, where, and the
+// Harness's timings.
 func (s *suite) bounded(t *testing.T, fn func(ctx context.Context, t *testing.T, s *suite)) {
 	ctx, cancel := context.WithTimeout(t.Context(), s.h.Timeout)
 	defer cancel()
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the failing case is %s; Harness: TTL %s, ExpiryLag %s, Timeout %s, Prefix %q", caseAt(fn), s.h.TTL, s.h.ExpiryLag, s.h.Timeout, s.h.Prefix)
+		}
+	})
 	fn(ctx, t, s)
 	if ctx.Err() != nil && t.Context().Err() == nil {
-		t.Fatalf("the case took longer than Harness.Timeout (%s)", s.h.Timeout)
+		t.Fatalf("the case %s took longer than Harness.Timeout (%s; ttl %s, expiry lag %s)", caseAt(fn), s.h.Timeout, s.h.TTL, s.h.ExpiryLag)
 	}
 }
 
@@ -203,4 +216,15 @@ func noError(t testing.TB, what string, err error) {
 // context.
 func isCancellation(err error) bool {
 	return err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, election.ErrResigned)
+}
+
+// caseAt names the case function fn and where it is defined, for a
+// failure reported from outside the case's own lines.
+func caseAt(fn any) string {
+	f := runtime.FuncForPC(reflect.ValueOf(fn).Pointer())
+	if f == nil {
+		return "(unknown)"
+	}
+	file, line := f.FileLine(f.Entry())
+	return fmt.Sprintf("%s (%s:%d)", strings.TrimPrefix(path.Ext(f.Name()), "."), filepath.Base(file), line)
 }

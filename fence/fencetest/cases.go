@@ -192,6 +192,7 @@ func longNames(ctx context.Context, t *testing.T, s *suite) {
 
 // op is one guarded write of the concurrency case.
 type op struct {
+	round      int
 	token      uint64
 	start, end time.Time
 	accepted   bool
@@ -200,87 +201,160 @@ type op struct {
 
 // concurrentWriters tests writers racing on one name with interleaved
 // tokens: the store must act as if the writes happened one at a time.
+//
+// The case runs in rounds (Harness.Writes of them). In each, every writer
+// (Harness.Writers, each on its own Target) waits at a gate that opens for
+// all at once, then makes one guarded write. The tokens of round r are the
+// numbers r*W+1 to r*W+W (W writers) dealt out in a random order, so the
+// writers' tokens interleave differently in every round; after the first
+// round some writers instead present a straggler, a token below the
+// largest of the round before. Once a round's writers have all returned,
+// what a store that checks and writes in one step must show is exact:
+// the round's largest token (larger than any presented before) was
+// accepted, every straggler was refused, the data holds the largest
+// token's write, and the maximum is that token. A checker that checks,
+// then writes without holding anything, lets the writes of one round land
+// in any order, and the largest is the last to land about once in W
+// rounds, so that such a checker lasts a whole run of 25 rounds with odds
+// of about (1/W)^25 (the toys in this package's tests are caught in
+// every run, most in the first round).
 func concurrentWriters(ctx context.Context, t *testing.T, s *suite) {
 	name, key := s.name("concurrent"), s.key("concurrent")
-	var (
-		mu  sync.Mutex
-		ops []op
-		wg  sync.WaitGroup
-	)
-	errs := make(chan error, s.h.Writers)
+	writers, rounds := s.h.Writers, s.h.Writes
+	seed := rand.Uint64()
+	rng := rand.New(rand.NewPCG(seed, 32))
+	targets := make([]Target, writers)
+	for w := range targets {
+		targets[w] = s.target(t)
+	}
 	// done is the largest token of the writes accepted so far.
 	var done atomic.Uint64
-	for w := 0; w < s.h.Writers; w++ {
-		tg := s.target(t)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			// Tokens mostly climb, with stragglers from far behind, as
-			// holders come and go and paused ones wake up.
-			rng := rand.New(rand.NewPCG(uint64(w), 42))
-			for i := 0; i < s.h.Writes; i++ {
-				token := uint64(i*s.h.Writers + 1 + rng.IntN(2*s.h.Writers))
-				if rng.IntN(3) == 0 {
-					token = 1 + rng.Uint64N(token)
-				}
-				o := op{token: token, start: time.Now()}
-				err := tg.Write(ctx, name, token, key, strconv.FormatUint(token, 10))
-				o.end = time.Now()
-				var se *fence.StaleError
-				switch {
-				case err == nil:
-					o.accepted = true
-					// Once writes are accepted, the data holds the
-					// largest of their tokens or a larger one for good:
-					// a smaller token's write landing after them means
-					// the check and the write were two steps.
-					if err := readAtLeast(ctx, tg, key, raiseTo(&done, token)); err != nil {
-						errs <- err
-						return
-					}
-				case errors.As(err, &se):
-					if se.Name != name || se.Token != token {
-						errs <- fmt.Errorf("a refusal of token %d for %s named token %d for %s", token, short(name), se.Token, short(se.Name))
-						return
-					}
-					o.max = se.Max
-				default:
-					errs <- fmt.Errorf("Write(token %d): %v", token, err)
-					return
-				}
-				mu.Lock()
-				ops = append(ops, o)
-				mu.Unlock()
+	var ops []op
+	var prev uint64 // the largest token of the round before
+	began := time.Now()
+	for r := range rounds {
+		top := uint64((r + 1) * writers)
+		tokens := make([]uint64, writers)
+		for w, i := range rng.Perm(writers) {
+			tokens[w] = uint64(r*writers + 1 + i)
+			if prev > 1 && tokens[w] != top && rng.IntN(4) == 0 {
+				tokens[w] = 1 + rng.Uint64N(prev-1) // a straggler from far behind
 			}
-		}()
+		}
+		round := make([]op, writers)
+		errs := make([]error, writers)
+		var ready, finished sync.WaitGroup
+		gate := make(chan struct{})
+		for w := range writers {
+			ready.Add(1)
+			finished.Add(1)
+			go func() {
+				defer finished.Done()
+				ready.Done()
+				<-gate
+				round[w], errs[w] = guardedWrite(ctx, targets[w], name, key, r, tokens[w], &done)
+			}()
+		}
+		ready.Wait()
+		close(gate)
+		finished.Wait()
+		at := fmt.Sprintf("round %d of %d (tokens %v, released together %s into the case; seed %d)", r+1, rounds, tokens, time.Since(began).Round(time.Millisecond), seed)
+		for _, err := range errs {
+			if err != nil {
+				t.Fatalf("%s: %v", at, err)
+			}
+		}
+		var accepted []uint64
+		for _, o := range round {
+			switch {
+			case o.accepted:
+				accepted = append(accepted, o.token)
+			case o.token == top:
+				t.Fatalf("%s: token %d, the largest presented so far, was refused in favour of %d", at, top, o.max)
+			}
+			if o.accepted && o.token < prev {
+				t.Fatalf("%s: the straggler token %d was accepted after token %d had been accepted in the round before", at, o.token, prev)
+			}
+		}
+		// Every writer has returned: the largest token's write is the one
+		// the data shows, and the maximum is that token.
+		v, ok, err := targets[0].Read(ctx, key)
+		switch {
+		case err != nil:
+			t.Fatalf("%s: Read after the round: %v", at, err)
+		case !ok || v != strconv.FormatUint(top, 10):
+			t.Fatalf("%s: once every writer had returned, with tokens %v accepted, the item holds %q (found %v); want the write of token %d, the largest: a write with a smaller token landed after it (the check, the write and the raise of the maximum are not one step)", at, accepted, v, ok, top)
+		}
+		if top > 1 {
+			mustBeStale(t, at+": Check just below the round's largest token", targets[0].Check(ctx, name, top-1), name, top-1, top)
+		}
+		ops = append(ops, round...)
+		prev = top
 	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
+	checkOrder(t, ops)
+	maxAccepted := prev
+	tg := s.target(t)
+	mustRead(ctx, t, tg, key, strconv.FormatUint(maxAccepted, 10), true, "after the concurrent writes")
+	mustBeStale(t, "Write after the concurrent writes", tg.Write(ctx, name, maxAccepted-1, key, "late"), name, maxAccepted-1, maxAccepted)
+	if err := tg.Check(ctx, name, maxAccepted); err != nil {
+		t.Fatalf("Check with the largest accepted token %d: %v", maxAccepted, err)
 	}
+	n := 0
+	for _, o := range ops {
+		if o.accepted {
+			n++
+		}
+	}
+	t.Logf("%d rounds of %d writers released together: %d of %d writes accepted, largest token %d, in %s (seed %d)", rounds, writers, n, len(ops), maxAccepted, time.Since(began).Round(time.Millisecond), seed)
+}
 
+// guardedWrite makes one write of the concurrency case's round r, which
+// sets key to token, and says how it went. Right after an accepted write
+// it reads key, which must then hold the largest token accepted so far
+// (done, raised to token) or a larger one.
+func guardedWrite(ctx context.Context, tg Target, name, key string, r int, token uint64, done *atomic.Uint64) (op, error) {
+	o := op{round: r, token: token, start: time.Now()}
+	err := tg.Write(ctx, name, token, key, strconv.FormatUint(token, 10))
+	o.end = time.Now()
+	var se *fence.StaleError
+	switch {
+	case err == nil:
+		o.accepted = true
+		// Once writes are accepted, the data holds the largest of their
+		// tokens or a larger one for good: a smaller token's write
+		// landing after them means the check and the write were two
+		// steps.
+		return o, readAtLeast(ctx, tg, key, raiseTo(done, token))
+	case errors.As(err, &se):
+		if se.Name != name || se.Token != token {
+			return o, fmt.Errorf("a refusal of token %d for %s named token %d for %s", token, short(name), se.Token, short(se.Name))
+		}
+		o.max = se.Max
+		return o, nil
+	}
+	return o, fmt.Errorf("Write(token %d): %w", token, err)
+}
+
+// checkOrder fails t unless the concurrency case's writes, ops, are
+// consistent with one order of the writes that respects real time: every
+// refusal names a larger token that was accepted, and no write that began
+// after an accepted write of token a had ended was accepted with a
+// smaller token or refused in favour of one.
+func checkOrder(t *testing.T, ops []op) {
+	t.Helper()
 	acceptedTokens := map[uint64]bool{}
-	var maxAccepted uint64
 	var accepted []op
 	for _, o := range ops {
 		if o.accepted {
 			acceptedTokens[o.token] = true
-			maxAccepted = max(maxAccepted, o.token)
 			accepted = append(accepted, o)
 		}
 	}
-	if len(accepted) == 0 {
-		t.Fatal("no write was accepted")
-	}
 	for _, o := range ops {
 		if !o.accepted && (o.max <= o.token || !acceptedTokens[o.max]) {
-			t.Fatalf("token %d was refused in favour of token %d, which is not larger or was never accepted (accepted: %v)", o.token, o.max, sortedKeys(acceptedTokens))
+			t.Fatalf("round %d: token %d was refused in favour of token %d, which is not larger or was never accepted (accepted: %v)", o.round+1, o.token, o.max, sortedKeys(acceptedTokens))
 		}
 	}
-	// Real-time order: a write that began after an accepted write of token
-	// a had ended can be accepted only with a token of at least a, and
-	// must be refused with a maximum of at least a.
 	sort.Slice(accepted, func(i, j int) bool { return accepted[i].end.Before(accepted[j].end) })
 	for _, b := range ops {
 		// The largest token accepted by writes that ended before b began.
@@ -293,18 +367,11 @@ func concurrentWriters(ctx context.Context, t *testing.T, s *suite) {
 		}
 		switch {
 		case b.accepted && b.token < floor:
-			t.Fatalf("token %d was accepted after a write with token %d had been accepted: the accepted sequence went down", b.token, floor)
+			t.Fatalf("round %d: token %d was accepted after a write with token %d had been accepted: the accepted sequence went down", b.round+1, b.token, floor)
 		case !b.accepted && b.max < floor:
-			t.Fatalf("token %d was refused in favour of %d after token %d had been accepted: the maximum went down", b.token, b.max, floor)
+			t.Fatalf("round %d: token %d was refused in favour of %d after token %d had been accepted: the maximum went down", b.round+1, b.token, b.max, floor)
 		}
 	}
-	tg := s.target(t)
-	mustRead(ctx, t, tg, key, strconv.FormatUint(maxAccepted, 10), true, "after the concurrent writes")
-	mustBeStale(t, "Write after the concurrent writes", tg.Write(ctx, name, maxAccepted-1, key, "late"), name, maxAccepted-1, maxAccepted)
-	if err := tg.Check(ctx, name, maxAccepted); err != nil {
-		t.Fatalf("Check with the largest accepted token %d: %v", maxAccepted, err)
-	}
-	t.Logf("%d writes by %d writers: %d accepted, largest token %d", len(ops), s.h.Writers, len(accepted), maxAccepted)
 }
 
 // raiseTo raises m to token if it is below, and returns m.
@@ -333,7 +400,7 @@ func readAtLeast(ctx context.Context, tg Target, key string, token uint64) error
 	case err != nil:
 		return fmt.Errorf("a read after writes up to token %d were accepted returned %q, which no writer wrote", token, v)
 	case got < token:
-		return fmt.Errorf("after writes up to token %d had been accepted, the item held the write of token %d: a write with a smaller token landed after a larger one (the check and the write are two steps, not one)", token, got)
+		return fmt.Errorf("after writes up to token %d had been accepted, the item held the write of token %d: a write with a smaller token landed after a larger one (the check, the write and the raise of the maximum are not one step)", token, got)
 	}
 	return nil
 }
@@ -348,26 +415,91 @@ func sortedKeys(m map[uint64]bool) []uint64 {
 }
 
 // newConnection tests that the maximum lives in the store: a Target made
-// afterwards (a new connection, a new process) is held to it.
+// afterwards (a new connection, a new process) is held to it, whether it
+// was raised by a guarded write or by Check alone, and exactly when it is
+// above 2^53.
 func newConnection(ctx context.Context, t *testing.T, s *suite) {
 	name, key := s.name("reconnect"), s.key("reconnect")
 	write(ctx, t, s.target(t), name, 10, key, "by 10")
+	list := raiseMaxima(ctx, t, s, s.target(t), "reconnect")
 	other := s.target(t)
 	mustBeStale(t, "Write through a new Target", other.Write(ctx, name, 5, key, "by 5"), name, 5, 10)
 	mustBeStale(t, "Check through a new Target", other.Check(ctx, name, 9), name, 9, 10)
+	heldTo(ctx, t, s, other, list, "through a new Target")
 	write(ctx, t, other, name, 10, key, "by 10 again")
 	mustRead(ctx, t, s.target(t), key, "by 10 again", true, "through a third Target")
 }
 
-// restartKeepsMax tests that the maximum survives a restart of the store.
+// restartKeepsMax tests that the maximum survives a restart of the store:
+// raised by a guarded write or by Check alone, and exactly when it is
+// above 2^53.
 func restartKeepsMax(ctx context.Context, t *testing.T, s *suite) {
 	name, key := s.name("restart"), s.key("restart")
 	write(ctx, t, s.target(t), name, 10, key, "by 10")
+	list := raiseMaxima(ctx, t, s, s.target(t), "restart")
 	s.h.Restart(t)
 	tg := s.target(t)
 	mustBeStale(t, "Write after a restart", tg.Write(ctx, name, 5, key, "by 5"), name, 5, 10)
 	mustRead(ctx, t, tg, key, "by 10", true, "after a restart")
+	heldTo(ctx, t, s, tg, list, "after a restart")
 	write(ctx, t, tg, name, 11, key, "by 11")
+}
+
+// raised is a maximum set by raiseMaxima.
+type raised struct {
+	how         string // how it was raised, for messages
+	name        string
+	token       uint64
+	key, value  string // the item its guarded write set; key is "" for Check alone
+	checkedOnly bool
+}
+
+// raiseMaxima raises four maxima through tg, each on a new name: by a
+// guarded write and by Check alone (no write), each with a small token and
+// with a token above 2^53, which a float64 would round down (2^53+1 to
+// 2^53, 2^62+1 to 2^62) on its way through a JSON number, a Lua number or
+// a floating-point column.
+func raiseMaxima(ctx context.Context, t *testing.T, s *suite, tg Target, label string) []raised {
+	t.Helper()
+	list := []raised{
+		{how: "a guarded write", token: 12},
+		{how: "Check alone, with no write", token: 20, checkedOnly: true},
+		{how: "a guarded write", token: 1<<53 + 1},
+		{how: "Check alone, with no write", token: 1<<62 + 1, checkedOnly: true},
+	}
+	for i := range list {
+		r := &list[i]
+		r.name = s.name(fmt.Sprintf("%s-%d", label, i))
+		if r.checkedOnly {
+			if err := tg.Check(ctx, r.name, r.token); err != nil {
+				t.Fatalf("Check(%s, token %d) of a new name: %v", short(r.name), r.token, err)
+			}
+			continue
+		}
+		r.key, r.value = s.key(fmt.Sprintf("%s-%d", label, i)), fmt.Sprintf("by %d", r.token)
+		write(ctx, t, tg, r.name, r.token, r.key, r.value)
+	}
+	return list
+}
+
+// heldTo checks that tg holds writes and checks to each maximum in list,
+// exactly: one below it is refused naming it, it is accepted again, and
+// the item its guarded write set still holds that write.
+func heldTo(ctx context.Context, t *testing.T, s *suite, tg Target, list []raised, where string) {
+	t.Helper()
+	for _, r := range list {
+		what := fmt.Sprintf("%s, after token %d was accepted by %s: ", where, r.token, r.how)
+		probe := s.key("probe")
+		mustBeStale(t, what+"Write", tg.Write(ctx, r.name, r.token-1, probe, "stale"), r.name, r.token-1, r.token)
+		mustRead(ctx, t, tg, probe, "", false, what+"a refused write")
+		mustBeStale(t, what+"Check", tg.Check(ctx, r.name, r.token-1), r.name, r.token-1, r.token)
+		if r.key != "" {
+			mustRead(ctx, t, tg, r.key, r.value, true, what+"the guarded write's item")
+		}
+		if err := tg.Check(ctx, r.name, r.token); err != nil {
+			t.Fatalf("%sCheck with that token: %v; want it accepted (an equal token), the maximum neither lost nor moved up", what, err)
+		}
+	}
 }
 
 // badInput tests that invalid names and tokens are refused before the

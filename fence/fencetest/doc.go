@@ -24,14 +24,16 @@
 //   - tokens beyond 2^53 (where a float would round) compare exactly;
 //   - names are kept apart, including names that differ only after 1000
 //     bytes and names with NUL, braces and other awkward characters;
-//   - concurrent writers with interleaved tokens: every accepted write is
-//     at least every write accepted before it began, a read right after
-//     an accepted write finds the largest token accepted so far or a
-//     larger one, every
-//     refusal names a token that was accepted, and the data ends with the
-//     largest;
-//   - a new connection to the store sees the maximum, and so does the
-//     store after a restart (Harness.Restart);
+//   - concurrent writers with interleaved tokens, in rounds that release
+//     every writer at once: once a round's writers have returned, its
+//     largest token was accepted, its stragglers refused, the data holds
+//     the largest token's write and the maximum is that token; a read
+//     right after an accepted write finds the largest token accepted so
+//     far or a larger one; every refusal names a token that was accepted;
+//     and no write is accepted below one accepted before it began;
+//   - a new connection to the store sees every maximum, and so does the
+//     store after a restart (Harness.Restart): maxima raised by a guarded
+//     write and by Check alone, and maxima above 2^53, exactly;
 //   - bad input is refused with lease.ErrInvalid and a cancelled context
 //     is reported as such, never as stale, each changing nothing.
 package fencetest

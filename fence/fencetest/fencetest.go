@@ -6,6 +6,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"path"
+	"path/filepath"
+	"reflect"
+	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -76,13 +81,20 @@ type suite struct {
 }
 
 // bounded runs fn with a context that ends after h.Timeout, and fails t if
-// fn has not returned a little after that.
+// fn has not returned a little after that. A failing case's own lines
+// report what failed; bounded adds, at the end, which function the case
+// is, where, and the Harness's shape.
 func (s *suite) bounded(t *testing.T, fn func(ctx context.Context, t *testing.T, s *suite)) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.h.Timeout)
 	defer cancel()
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the failing case is %s; Harness: Writers %d, Writes %d, Timeout %s, Prefix %q", caseAt(fn), s.h.Writers, s.h.Writes, s.h.Timeout, s.h.Prefix)
+		}
+	})
 	fn(ctx, t, s)
 	if ctx.Err() != nil {
-		t.Fatalf("the case took longer than Harness.Timeout (%s)", s.h.Timeout)
+		t.Fatalf("the case %s took longer than Harness.Timeout (%s)", caseAt(fn), s.h.Timeout)
 	}
 }
 
@@ -168,4 +180,15 @@ func checkErrKind(t *testing.T, op string, err, want error) {
 	if errors.Is(err, fence.ErrStale) && want != fence.ErrStale {
 		t.Fatalf("%s: got %v, which matches fence.ErrStale; want only %v", op, err, want)
 	}
+}
+
+// caseAt names the case function fn and where it is defined, for a
+// failure reported from outside the case's own lines.
+func caseAt(fn any) string {
+	f := runtime.FuncForPC(reflect.ValueOf(fn).Pointer())
+	if f == nil {
+		return "(unknown)"
+	}
+	file, line := f.FileLine(f.Entry())
+	return fmt.Sprintf("%s (%s:%d)", strings.TrimPrefix(path.Ext(f.Name()), "."), filepath.Base(file), line)
 }

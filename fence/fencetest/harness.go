@@ -36,12 +36,15 @@ type Harness struct {
 	New func(t testing.TB) Target
 
 	// Restart, when set, stops and restarts the store (a private instance,
-	// never a shared server), so that the suite can check that the maximum
-	// survives. Targets made before it may stop working.
+	// never a shared server), so that the suite can check that every
+	// maximum survives, exactly, whether a guarded write or Check alone
+	// raised it. Targets made before it may stop working.
 	Restart func(t testing.TB)
 
-	// Writers and Writes are the shape of the concurrency case: Writers
-	// goroutines each make Writes guarded writes. Zero means 8 and 25.
+	// Writers and Writes are the shape of the concurrency case: Writes
+	// rounds, in each of which Writers goroutines (each with its own
+	// Target) are released at once to make one guarded write each. Zero
+	// means 8 and 25.
 	Writers, Writes int
 
 	// Timeout bounds each subtest. Zero means 60s.
