@@ -1,0 +1,4 @@
+package conformance
+
+// CheckOnly runs only the cases named (see checkOnly).
+var CheckOnly = checkOnly
