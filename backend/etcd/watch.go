@@ -224,6 +224,19 @@ func (ws *watches) wake(sb *sub, all bool, waiter string) {
 	}
 }
 
+// hasTurn reports whether a turn Watch is on sb: only then does the
+// choice of a release's waiter matter to it.
+func (ws *watches) hasTurn(sb *sub) bool {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	for w := range sb.watches {
+		if w.turn {
+			return true
+		}
+	}
+	return false
+}
+
 // watch is one Watch on a name of an etcd Locker: plain, or a turn Watch
 // of waiter (see turns.go).
 type watch struct {
@@ -545,9 +558,10 @@ func (s *store) follow(ctx context.Context, cw clientv3.Watcher, sb *sub, st see
 // Every Locker must choose the same waiter for a release, so the choice
 // is made from the marks as they were at the revision before it: the
 // marks st has seen when its mark events have reached that revision, and
-// otherwise the marks read at that revision (one read-only request),
-// since the mark watch's events may still be on their way. A read that
-// fails wakes every turn Watch: a wake-up more, never one missed.
+// otherwise, when a turn Watch is there to be chosen, the marks read at
+// that revision (one read-only request), since the mark watch's events
+// may still be on their way. A read that fails wakes every turn Watch: a
+// wake-up more, never one missed.
 func (s *store) apply(ctx context.Context, sb *sub, st *seen, e event) {
 	ev := e.ev
 	if e.mark {
@@ -566,7 +580,7 @@ func (s *store) apply(ctx context.Context, sb *sub, st *seen, e event) {
 		st.created = 0
 		rev := ev.Kv.ModRevision
 		marks := *st
-		if st.marksAt < rev-1 {
+		if st.marksAt < rev-1 && s.watches.hasTurn(sb) {
 			var err error
 			if marks, err = s.marksAt(ctx, sb.marks, rev-1); err != nil {
 				s.watches.wake(sb, true, "")
