@@ -112,6 +112,7 @@ func TestSilentStoreTimesOutWithOneLine(t *testing.T) {
 // the MySQL driver's own "[mysql] packets.go" log line must not reach
 // stderr.
 func TestHangingUpStoreIsOneLine(t *testing.T) {
+	t.Parallel()
 	addr := silentServer(t, true)
 	for scheme, u := range silentURLs(addr) {
 		t.Run(scheme, func(t *testing.T) {
