@@ -67,6 +67,7 @@ func silentURLs(addr string) map[string]string {
 // not test the store). Nothing from a
 // driver reaches stderr.
 func TestSilentStoreTimesOutWithOneLine(t *testing.T) {
+	t.Parallel()
 	addr := silentServer(t, false)
 	for scheme, u := range silentURLs(addr) {
 		redacted := strings.Replace(u, "s3cretpw", "xxxxx", 1)
