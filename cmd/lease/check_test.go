@@ -41,7 +41,14 @@ func TestCheckPassesOnSQLite(t *testing.T) {
 	// package's tests, under -race, on two cores, where one SQLite write
 	// can take hundreds of milliseconds; the suite would take a slow store
 	// for a broken one.
-	res := runLease(t, nil, "check", "--ttl", "2s", sqliteURL(t))
+	//
+	// --parallel 4, not SQLite's default of one case at a time: the
+	// suite's cases mostly wait out ttls, so one at a time takes 45-75s
+	// and bounds the whole package's run. Four at once puts more writers
+	// on SQLite's one write lock than the default, so the store is
+	// checked under more contention, not less (it passed three runs in a
+	// row beside two busy loops, in about 23s each).
+	res := runLease(t, nil, "check", "--ttl", "2s", "--parallel", "4", sqliteURL(t))
 	if res.code != exitOK || !strings.Contains(res.stdout, "PASS") || strings.Contains(res.stdout, "FAIL") {
 		t.Fatalf("lease check on SQLite: want exit 0 and PASS\n%s", res)
 	}
