@@ -16,6 +16,7 @@ import (
 )
 
 func TestCheckPassesOnMemory(t *testing.T) {
+	t.Parallel()
 	res := runLease(t, nil, "check", "mem://")
 	if res.code != exitOK || !strings.Contains(res.stdout, "PASS: the store kept all") || strings.Contains(res.stdout, "FAIL") || strings.Contains(res.stdout, "ERROR") {
 		t.Fatalf("lease check mem://: want exit 0 and PASS\n%s", res)
@@ -35,17 +36,26 @@ func TestCheckPassesOnMemory(t *testing.T) {
 }
 
 func TestCheckPassesOnSQLite(t *testing.T) {
+	t.Parallel()
 	// A 2s ttl, not the default 1s: CI runs this beside every other
 	// package's tests, under -race, on two cores, where one SQLite write
 	// can take hundreds of milliseconds; the suite would take a slow store
 	// for a broken one.
-	res := runLease(t, nil, "check", "--ttl", "2s", sqliteURL(t))
+	//
+	// --parallel 4, not SQLite's default of one case at a time: the
+	// suite's cases mostly wait out ttls, so one at a time takes 45-75s
+	// and bounds the whole package's run. Four at once puts more writers
+	// on SQLite's one write lock than the default, so the store is
+	// checked under more contention, not less (it passed three runs in a
+	// row beside two busy loops, in about 23s each).
+	res := runLease(t, nil, "check", "--ttl", "2s", "--parallel", "4", sqliteURL(t))
 	if res.code != exitOK || !strings.Contains(res.stdout, "PASS") || strings.Contains(res.stdout, "FAIL") {
 		t.Fatalf("lease check on SQLite: want exit 0 and PASS\n%s", res)
 	}
 }
 
 func TestCheckFailsOnABrokenStore(t *testing.T) {
+	t.Parallel()
 	res := start(t, brokenBin, nil, "check", "broken://").wait(t)
 	if res.code != exitFailure || !strings.Contains(res.stdout, "FAIL") || !strings.Contains(res.stdout, "two owners") {
 		t.Fatalf("lease check on a store that gives one lease to two owners: want exit 1 and FAIL\n%s", res)
@@ -62,6 +72,7 @@ func TestCheckFailsOnABrokenStore(t *testing.T) {
 // TestCheckCannotTestAFailingStore: a store that opens but fails every
 // call breaks no promise: exit 4, ERROR lines, no FAIL.
 func TestCheckCannotTestAFailingStore(t *testing.T) {
+	t.Parallel()
 	res := start(t, brokenBin, nil, "check", "broken://?down=1").wait(t)
 	if res.code != exitUntested || !strings.Contains(res.stdout, "ERROR  ") || strings.Contains(res.stdout, "FAIL") {
 		t.Fatalf("lease check on a store that fails every call: want exit 4, ERROR and no FAIL\n%s", res)
@@ -85,6 +96,7 @@ func closedPort(t *testing.T) string {
 // TestCheckUnreachableStore: a store that cannot be reached exits 4, and
 // neither stdout nor stderr shows the URL's password.
 func TestCheckUnreachableStore(t *testing.T) {
+	t.Parallel()
 	addr := closedPort(t)
 	for _, u := range []string{
 		"redis://:Hunter2@" + addr + "/0",
@@ -125,6 +137,7 @@ type checkReport struct {
 }
 
 func TestCheckJSON(t *testing.T) {
+	t.Parallel()
 	res := start(t, brokenBin, nil, "check", "--json", "broken://").wait(t)
 	if res.code != exitFailure {
 		t.Fatalf("lease check --json on a broken store: want exit 1\n%s", res)
@@ -160,6 +173,7 @@ func TestCheckJSON(t *testing.T) {
 }
 
 func TestCheckUsage(t *testing.T) {
+	t.Parallel()
 	for _, args := range [][]string{
 		{"check", "mem://", "mem://"},
 		{"check", "--parallel", "-1", "mem://"},
@@ -180,38 +194,53 @@ func TestCheckUsage(t *testing.T) {
 // LEASE_TEST_REDIS: the fault cases run through the suite's proxy, and
 // --no-faults leaves them out with a reason.
 func TestCheckRunsFaultCasesOverTCP(t *testing.T) {
+	t.Parallel()
 	u := testenv.Lookup(t, "LEASE_TEST_REDIS")
+	// The two runs use random prefixes of their own: they run at once.
 	for _, noFaults := range []bool{false, true} {
-		args := []string{"check", "--json", "--tenures", "200", u}
+		name := "faults"
 		if noFaults {
-			args = append(args, "--no-faults")
+			name = "no-faults"
 		}
-		res := runLease(t, nil, args...)
-		var rep checkReport
-		if err := json.Unmarshal([]byte(res.stdout), &rep); err != nil || res.code != exitOK {
-			t.Fatalf("lease %s: want exit 0 and JSON: %v\n%s", strings.Join(args, " "), err, res)
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			checkFaultCasesOverTCP(t, u, noFaults)
+		})
+	}
+}
+
+// checkFaultCasesOverTCP is one lease check run of
+// TestCheckRunsFaultCasesOverTCP, with or without --no-faults.
+func checkFaultCasesOverTCP(t *testing.T, u string, noFaults bool) {
+	args := []string{"check", "--json", "--tenures", "200", u}
+	if noFaults {
+		args = append(args, "--no-faults")
+	}
+	res := runLease(t, nil, args...)
+	var rep checkReport
+	if err := json.Unmarshal([]byte(res.stdout), &rep); err != nil || res.code != exitOK {
+		t.Fatalf("lease %s: want exit 0 and JSON: %v\n%s", strings.Join(args, " "), err, res)
+	}
+	for _, r := range rep.Results {
+		if !strings.Contains(r.Contract, "faults") {
+			continue
 		}
-		for _, r := range rep.Results {
-			if !strings.Contains(r.Contract, "faults") {
-				continue
-			}
-			switch {
-			case !noFaults && r.Outcome != "pass":
-				t.Errorf("%s: %s %s, want pass", r.Case, r.Outcome, r.Reason)
-			case noFaults && (r.Outcome != "skip" || !strings.Contains(r.Reason, "--no-faults")):
-				t.Errorf("with --no-faults, %s: %s %s, want skip naming --no-faults", r.Case, r.Outcome, r.Reason)
-			}
+		switch {
+		case !noFaults && r.Outcome != "pass":
+			t.Errorf("%s: %s %s, want pass", r.Case, r.Outcome, r.Reason)
+		case noFaults && (r.Outcome != "skip" || !strings.Contains(r.Reason, "--no-faults")):
+			t.Errorf("with --no-faults, %s: %s %s, want skip naming --no-faults", r.Case, r.Outcome, r.Reason)
 		}
-		// Nothing the suite took stays held.
-		l, err := lease.Open(t.Context(), u)
-		if err != nil {
-			t.Fatal(err)
-		}
-		left, err := l.(lease.Lister).List(t.Context(), rep.Prefix)
-		l.Close()
-		if err != nil || len(left) != 0 || rep.Prefix == "" {
-			t.Errorf("lease %s: after it, %d leases (%v) are held under its prefix %q (ended %d)", strings.Join(args, " "), len(left), err, rep.Prefix, rep.Cleanup.Released)
-		}
+	}
+	// Nothing the suite took stays held.
+	l, err := lease.Open(t.Context(), u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	left, err := l.(lease.Lister).List(t.Context(), rep.Prefix)
+	l.Close()
+	if err != nil || len(left) != 0 || rep.Prefix == "" {
+		t.Errorf("lease %s: after it, %d leases (%v) are held under its prefix %q (ended %d)", strings.Join(args, " "), len(left), err, rep.Prefix, rep.Cleanup.Released)
 	}
 }
 

@@ -26,6 +26,7 @@ func remainingAt(t *testing.T, env []string, args ...string) int64 {
 // A duration without a unit is a number of seconds, as with etcdctl; every
 // flag may come from $LEASE_<FLAG>, and the command line wins.
 func TestDurationsAndTheEnvironment(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		env      []string
 		args     []string
@@ -72,6 +73,7 @@ func TestDurationsAndTheEnvironment(t *testing.T) {
 
 // Help is on stdout, shows --flags, and no "(default -1ns)" noise.
 func TestHelp(t *testing.T) {
+	t.Parallel()
 	singleDash := regexp.MustCompile(`(?m)^\s+-[a-z]`)
 	for _, args := range [][]string{
 		{"--help"}, {"-h"}, {"help"},
@@ -96,6 +98,7 @@ func TestHelp(t *testing.T) {
 
 // A misspelt command or flag gets one line suggesting the right one.
 func TestDidYouMean(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -116,6 +119,7 @@ func TestDidYouMean(t *testing.T) {
 
 // lease schema prints a SQL store's DDL without connecting to it.
 func TestSchema(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		url, want string
 	}{
@@ -142,6 +146,7 @@ func TestSchema(t *testing.T) {
 // lease cleanup deletes a SQL store's rows of long-ended leases, and says
 // there is nothing to do for other stores.
 func TestCleanup(t *testing.T) {
+	t.Parallel()
 	store := sqliteURL(t)
 	env := []string{"LEASE_BACKEND=" + store}
 	for _, name := range []string{"old", "recent"} {
@@ -177,6 +182,7 @@ func TestCleanup(t *testing.T) {
 
 // lease version prints the module version, "(devel)" without one.
 func TestVersion(t *testing.T) {
+	t.Parallel()
 	res := runLease(t, nil, "version")
 	if res.code != 0 || !regexp.MustCompile(`^lease (\(devel\)|v[0-9]\S*)\n$`).MatchString(res.stdout) {
 		t.Errorf("lease version: want exit 0 and \"lease VERSION\"\n%s", res)

@@ -37,6 +37,7 @@ func skipOnWindows(t *testing.T) {
 // SIGTERM to the leader: its command winds down, and only once it has
 // exited does the standby's command start, with a larger term.
 func TestLeaderHandoff(t *testing.T) {
+	t.Parallel()
 	skipOnWindows(t)
 	forEachStore(t, func(t *testing.T, backend string) {
 		dir := t.TempDir()
@@ -75,6 +76,7 @@ func TestLeaderHandoff(t *testing.T) {
 // free afterwards, and each term's number (LEASE_TERM, the fencing
 // token LEASE_TOKEN) is larger than the last.
 func TestLeaderTermsIncrease(t *testing.T) {
+	t.Parallel()
 	skipOnWindows(t)
 	forEachStore(t, func(t *testing.T, backend string) {
 		env := []string{"LEASE_BACKEND=" + backend}
@@ -101,6 +103,7 @@ func TestLeaderTermsIncrease(t *testing.T) {
 // A leader killed with SIGKILL takes its command with it, and the standby
 // leads once the lease has expired.
 func TestLeaderKilledIsReplaced(t *testing.T) {
+	t.Parallel()
 	skipOnWindows(t)
 	forEachStore(t, func(t *testing.T, backend string) {
 		dir := t.TempDir()
@@ -131,6 +134,7 @@ func TestLeaderKilledIsReplaced(t *testing.T) {
 // --timeout gives up with 75; a leader whose lease is taken away stops
 // its command and exits 70.
 func TestLeaderStandbyExitsOnSignal(t *testing.T) {
+	t.Parallel()
 	skipOnWindows(t)
 	forEachStore(t, func(t *testing.T, backend string) {
 		dir := t.TempDir()
@@ -163,6 +167,7 @@ func TestLeaderStandbyExitsOnSignal(t *testing.T) {
 }
 
 func TestObserveOnce(t *testing.T) {
+	t.Parallel()
 	skipOnWindows(t)
 	forEachStore(t, func(t *testing.T, backend string) {
 		dir := t.TempDir()
@@ -193,6 +198,7 @@ func TestObserveOnce(t *testing.T) {
 // The stream of a follower: starts with "no leader", shows each leader,
 // never a term older than one it showed, and ends with exit 0 on SIGTERM.
 func TestObserveNeverGoesBack(t *testing.T) {
+	t.Parallel()
 	skipOnWindows(t)
 	forEachStore(t, func(t *testing.T, backend string) {
 		name := uniqueName(t)
@@ -237,6 +243,7 @@ func TestObserveNeverGoesBack(t *testing.T) {
 
 // Mistakes are one line and exit 2.
 func TestLeaderUsageErrors(t *testing.T) {
+	t.Parallel()
 	for _, args := range [][]string{
 		{"leader"},
 		{"leader", "name"},

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"math/rand/v2"
 	"net/url"
@@ -9,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -63,8 +65,24 @@ func testMain(m *testing.M) int {
 			return 1
 		}
 	}
+	// Most of the parallel tests wait (on ttls, child processes and
+	// servers) far more than they compute: go test's default -parallel,
+	// GOMAXPROCS, would run only two at once on a 2-CPU machine. Unless
+	// -parallel is given, run up to minParallel.
+	flag.Parse()
+	explicit := false
+	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
+	if !explicit && runtime.GOMAXPROCS(0) < minParallel {
+		if err := flag.Set("test.parallel", strconv.Itoa(minParallel)); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
 	return m.Run()
 }
+
+// minParallel is the least -parallel the tests run with by default.
+const minParallel = 6
 
 // build compiles this package into out.
 func build(out string, flags ...string) error {
@@ -196,10 +214,14 @@ var stores = []struct {
 	}},
 }
 
-// forEachStore runs test once per store, as a subtest.
+// forEachStore runs test once per store, as parallel subtests: each
+// store's run has its own store (SQLite) or its own lease names
+// (uniqueName), and spends most of its time waiting on ttls and child
+// processes, so the stores need not wait for one another.
 func forEachStore(t *testing.T, test func(t *testing.T, backend string)) {
 	for _, s := range stores {
 		t.Run(s.name, func(t *testing.T) {
+			t.Parallel()
 			test(t, s.url(t))
 		})
 	}

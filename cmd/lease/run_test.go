@@ -13,6 +13,7 @@ import (
 // The README's command works with nothing configured: the default store
 // is a SQLite file in the user's cache directory.
 func TestRunDefaultBackend(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	env := []string{"HOME=" + home, "XDG_CACHE_HOME=" + filepath.Join(home, "cache")}
 	res := runLease(t, env, "run", "nightly", "--", "echo", "hello")
@@ -28,6 +29,7 @@ func TestRunDefaultBackend(t *testing.T) {
 }
 
 func TestRunGivesTheCommandItsLease(t *testing.T) {
+	t.Parallel()
 	env := []string{"LEASE_BACKEND=" + sqliteURL(t)}
 	const script = `echo "$LEASE_NAME|$LEASE_OWNER|$LEASE_TOKEN"`
 	var tokens []uint64
@@ -62,6 +64,7 @@ func TestRunGivesTheCommandItsLease(t *testing.T) {
 }
 
 func TestRunPassesExitCodes(t *testing.T) {
+	t.Parallel()
 	env := []string{"LEASE_BACKEND=" + sqliteURL(t)}
 	for _, tc := range []struct {
 		argv []string
@@ -87,6 +90,7 @@ func TestRunPassesExitCodes(t *testing.T) {
 // it, exits with the busy code and does not run its command; with --wait
 // it runs once the first is done.
 func TestRunBusy(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, backend string) {
 		dir := t.TempDir()
 		env := []string{"LEASE_BACKEND=" + backend, "DIR=" + dir}

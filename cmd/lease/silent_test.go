@@ -67,6 +67,7 @@ func silentURLs(addr string) map[string]string {
 // not test the store). Nothing from a
 // driver reaches stderr.
 func TestSilentStoreTimesOutWithOneLine(t *testing.T) {
+	t.Parallel()
 	addr := silentServer(t, false)
 	for scheme, u := range silentURLs(addr) {
 		redacted := strings.Replace(u, "s3cretpw", "xxxxx", 1)
@@ -112,6 +113,7 @@ func TestSilentStoreTimesOutWithOneLine(t *testing.T) {
 // the MySQL driver's own "[mysql] packets.go" log line must not reach
 // stderr.
 func TestHangingUpStoreIsOneLine(t *testing.T) {
+	t.Parallel()
 	addr := silentServer(t, true)
 	for scheme, u := range silentURLs(addr) {
 		t.Run(scheme, func(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 // one that waits gets a freed slot. status --slots and list show the
 // holders.
 func TestRunSlots(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, backend string) {
 		dir := t.TempDir()
 		env := []string{"LEASE_BACKEND=" + backend, "DIR=" + dir}

@@ -17,6 +17,7 @@ import (
 // stops the command's whole process group: SIGTERM, then SIGKILL after
 // the grace period for what ignores it. lease exits with the lost code.
 func TestRunStopsTheCommandWhenTheLeaseIsLost(t *testing.T) {
+	t.Parallel()
 	if runtime.GOOS == "windows" {
 		t.Skip("process groups and signals are Unix")
 	}
@@ -59,6 +60,7 @@ func TestRunStopsTheCommandWhenTheLeaseIsLost(t *testing.T) {
 // SIGINT to lease run goes to the command; lease exits with the command's
 // code and releases the lease.
 func TestRunForwardsSignals(t *testing.T) {
+	t.Parallel()
 	if runtime.GOOS == "windows" {
 		t.Skip("signals are Unix")
 	}
@@ -84,6 +86,7 @@ func TestRunForwardsSignals(t *testing.T) {
 }
 
 func TestListShowsHeldLeases(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	env := []string{"LEASE_BACKEND=" + sqliteURL(t), "DIR=" + dir}
 	var holders []*proc
@@ -123,6 +126,7 @@ func TestListShowsHeldLeases(t *testing.T) {
 // Ctrl-C while lease run --wait waits for a busy lease ends the wait: the
 // command never runs and the holder keeps its lease.
 func TestRunInterruptedWhileWaiting(t *testing.T) {
+	t.Parallel()
 	if runtime.GOOS == "windows" {
 		t.Skip("signals are Unix")
 	}

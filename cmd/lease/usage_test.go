@@ -7,6 +7,7 @@ import (
 
 // Mistakes get one "lease: ..." line and exit 2; never a stack trace.
 func TestUsageErrors(t *testing.T) {
+	t.Parallel()
 	db := sqliteURL(t)
 	for _, args := range [][]string{
 		{"bogus"},
@@ -52,6 +53,7 @@ func TestUsageErrors(t *testing.T) {
 }
 
 func TestUnreachableStoreIsOneLine(t *testing.T) {
+	t.Parallel()
 	const down = "redis://127.0.0.1:1/0" // nothing listens on port 1
 	for _, tc := range []struct {
 		args []string
@@ -73,6 +75,7 @@ func TestUnreachableStoreIsOneLine(t *testing.T) {
 // allows: the one-shot commands must give up after --timeout, and run after
 // one ttl, with one line, instead of hanging.
 func TestUnansweringStoreTimesOutWithOneLine(t *testing.T) {
+	t.Parallel()
 	const down = "etcd://127.0.0.1:1" // nothing listens on port 1
 	for _, args := range [][]string{
 		{"--backend", down, "--timeout", "1s", "status", "name"},
