@@ -263,3 +263,19 @@ func TestCheckReportsUntested(t *testing.T) {
 		t.Fatalf("report printed:\n%s\nwant the case marked UNTESTED with its reason", out.String())
 	}
 }
+
+// TestServerClockSchemes: lease check vouches for expiry by the store's
+// clock (the clock-skew case runs) only for the built-in backends that
+// read no client clock; SQLite and any other scheme stay "single clock
+// only".
+func TestServerClockSchemes(t *testing.T) {
+	for scheme, want := range map[string]bool{
+		"postgres": true, "postgresql": true, "mysql": true, "redis": true, "rediss+sentinel": true,
+		"redis+cluster": true, "etcd": true, "etcds": true, "mem": true,
+		"sqlite": false, "broken": false, "myown": false,
+	} {
+		if got := serverClock(scheme); got != want {
+			t.Errorf("serverClock(%q) = %v, want %v", scheme, got, want)
+		}
+	}
+}
