@@ -9,6 +9,7 @@ import (
 
 	"github.com/leasekit/lease"
 	"github.com/leasekit/lease/backend/memory"
+	"github.com/leasekit/lease/internal/teststores"
 	"github.com/leasekit/lease/semaphore"
 )
 
@@ -38,7 +39,7 @@ func BenchmarkAcquire(b *testing.B) {
 				l := st.open(b)
 				defer l.Close()
 				ctx := context.Background()
-				name := random("bench-")
+				name := teststores.Random("bench-")
 				for i := range held {
 					if _, err := semaphore.Acquire(ctx, l, name, n, fmt.Sprintf("holder-%d", i), time.Hour); err != nil {
 						b.Fatal(err)
@@ -61,7 +62,7 @@ func BenchmarkAcquire(b *testing.B) {
 				l := st.open(b)
 				defer l.Close()
 				ctx := context.Background()
-				name := random("bench-")
+				name := teststores.Random("bench-")
 				for i := range held {
 					if _, err := byHand(ctx, l, name, n, fmt.Sprintf("holder-%d", i)); err != nil {
 						b.Fatal(err)
