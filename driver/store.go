@@ -124,46 +124,67 @@ type Watcher interface {
 	Watch(ctx context.Context, name string) (lease.Watch, error)
 }
 
-// TurnWatcher is a Watcher that wakes one waiting Locker per release (see
-// lease.TurnWaiter). The Locker's WatchTurn and AcquireOrWait use it; it
-// names each Locker by a Waiter ID of its own (see Mark).
+// TurnWatcher is a Watcher that keeps a line of waiters per name: the
+// one order in which waiting Lockers are woken and, for fair waiting,
+// served. The Locker's waiting (lease.Run's WithWait and WithFairWait)
+// uses it; each Locker has a waiter ID of its own (see Mark).
 //
-// The store keeps the marks of a name: each a waiter ID with the instant
-// it was first placed (its place in line) and the instant it lapses, both
-// by the store's clock. Release and ForceRelease of a name choose the
-// unexpired mark placed first and wake the turn Watches of that waiter,
-// and no other waiter's; when there is no unexpired mark they wake every
-// turn Watch of the name. Plain Watches (Watcher.Watch) wake on every
-// release, as before. Expired marks are dropped whenever it is cheap; a
-// mark must never outlive its lapse by much in the store's memory.
+// The line of a name is its marks: each a waiter ID with the instant it
+// was first placed (its place in line) and the instant it lapses, both by
+// the store's clock. A lapsed mark is out of the line.
+//
+// The decision. Release and ForceRelease of a name choose the unexpired
+// mark placed first and wake the turn Watches of that waiter, and no
+// other waiter's; when there is no unexpired mark they wake every turn
+// Watch of the name. The choice is one decision, made from the store's
+// state at the release (the releasing statement or script names the
+// waiter, or every Locker computes it from the marks as of the release's
+// revision), so that two Lockers never disagree on whom a release chose.
+// Plain Watches (Watcher.Watch) wake on every release, as before. Expired
+// marks are dropped whenever it is cheap; a mark must never outlive its
+// lapse by much in the store's memory.
+//
+// The two policies. By default (Mark.Fair false) the line only decides
+// whom a release wakes: any Acquire or AcquireOrWait of a free name
+// succeeds. With Mark.Fair, AcquireOrWait of a free name succeeds only
+// for the waiter whose mark is first among the unexpired marks, or when
+// there is none; plain Acquire is never held back.
 type TurnWatcher interface {
 	Watcher
 	// WatchTurn is Watch for waiter's turns on name: its Changed channel
-	// receives when a release chose waiter's mark or found none, and when
-	// the watch may have missed one (a dropped connection).
+	// receives when a release chose waiter's mark or found none, when
+	// StopWaiting passed the turn to waiter, and when the watch may have
+	// missed one (a dropped connection).
 	WatchTurn(ctx context.Context, name, waiter string) (lease.Watch, error)
 	// AcquireOrWait is Acquire that also, in the same round trip, changes
-	// m.Waiter's mark on name: when another owner holds name, it places the
-	// mark at the back if it has none (or only a lapsed one) and moves its
-	// lapse to now+m.Life either way; when it acquires (or re-enters) it
-	// removes the mark, or, when m.Keep, places it at the back anew with a
-	// lapse of now+m.Life.
+	// m.Waiter's mark on name:
+	//   - when another owner holds name, it places the mark at the back if
+	//     it has none (or only a lapsed one) and moves its lapse to
+	//     now+m.Life either way, and returns the holder's tenure, as
+	//     Acquire does;
+	//   - when name is free but m.Fair and another waiter's unexpired mark
+	//     is ahead of m.Waiter's (a waiter without a live mark is behind
+	//     every live mark), it acquires nothing, places or renews the mark
+	//     as for a held name, and returns a Tenure whose Owner is empty and
+	//     whose Remaining is the time the first mark has left;
+	//   - when it acquires (or re-enters) it removes the mark, or, when
+	//     m.Keep, places it at the back anew with a lapse of now+m.Life.
 	AcquireOrWait(ctx context.Context, name, owner string, ttl time.Duration, m Mark) (Tenure, error)
 	// StopWaiting removes waiter's mark on name, if it has one. When that
 	// mark was live and first and name is free, a release most likely
-	// chose waiter, which gives up: a store should then wake the next
-	// mark's waiter, as a release would (Redis, PostgreSQL and memory do;
-	// on etcd the next waiter tries at lease.Run's fallback). The
-	// conformance suite requires the next waiter to get the name within
-	// that fallback either way.
+	// chose waiter, which gives up: the store must then wake the next
+	// mark's waiter (or, with no mark left, every turn Watch), as a
+	// release would. The conformance suite checks that the next waiter
+	// gets the name promptly.
 	StopWaiting(ctx context.Context, name, waiter string) error
 }
 
 // Mark says how AcquireOrWait treats a waiter's mark (see TurnWatcher).
 type Mark struct {
 	Waiter string        // the waiting Locker's ID: printable ASCII, at most 64 bytes
-	Life   time.Duration // how long the mark lasts from the call, by the store's clock
+	Life   time.Duration // how long the mark lasts from the call, by the store's clock; round up to the store's granularity
 	Keep   bool          // on acquiring, place the mark at the back instead of removing it
+	Fair   bool          // take a free name only when this mark is first in line (or the line is empty)
 }
 
 // FairAcquirer is a Store that keeps a queue of waiting owners per name.
