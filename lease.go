@@ -119,7 +119,10 @@ var (
 type HeldError struct {
 	// Name is the lease name that was asked for.
 	Name string
-	// Owner is the current holder.
+	// Owner is the current holder. It is empty when the name is free but
+	// a fair waiter (WithFairWait) found another waiter ahead of it in
+	// the name's line; Remaining is then how long that waiter's place
+	// lasts at most.
 	Owner string
 	// Remaining is how long the current tenure has left by the store's
 	// clock, at the moment the store answered. A job queue defers a busy job
@@ -129,6 +132,9 @@ type HeldError struct {
 
 // Error describes the holder and the time it has left.
 func (e *HeldError) Error() string {
+	if e.Owner == "" {
+		return fmt.Sprintf("lease: %q is free, but another waiter is ahead in its line (its place lasts another %s)", e.Name, e.Remaining.Round(time.Millisecond))
+	}
 	return fmt.Sprintf("lease: %q is held by %q for another %s", e.Name, e.Owner, e.Remaining.Round(time.Millisecond))
 }
 

@@ -8,6 +8,8 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/leasekit/lease/internal/line"
 )
 
 // RunOption configures Run.
@@ -54,11 +56,17 @@ func WithRenewEvery(d time.Duration) RunOption {
 func WithoutRenewal() RunOption { return func(c *runConfig) { c.renewEvery = -1 } }
 
 // WithWait makes Run wait up to d for a busy lease instead of returning
-// the *HeldError at once: woken by the store when the Locker is a Waiter
-// whose store can watch (in this module memory, Redis and etcd; the SQL
-// backends do not), and otherwise retrying with jittered backoff, never
-// later than the holder's remaining time. A negative d is an error
-// matching ErrInvalid.
+// the *HeldError at once. Where the store can notify (memory, Redis, etcd,
+// and PostgreSQL with a Listener), the waiting Lockers form one line per
+// name in the store: a release wakes only the Locker whose place is
+// first, and within one Locker only its first waiter asks the store, so
+// a release sets off one Acquire, not one per waiter. A waiter also tries
+// at least every quarter of the ttl (between 50ms and 2s), and its place
+// lasts three of those after its last attempt, so a waiter that died
+// holds up the others for at most that long. Elsewhere (SQLite, MySQL)
+// Run polls with jittered backoff, never later than the holder's
+// remaining time. Waiting never holds anyone back: any Acquire of a free
+// name succeeds. A negative d is an error matching ErrInvalid.
 func WithWait(d time.Duration) RunOption {
 	return func(c *runConfig) {
 		if d < 0 {
@@ -68,13 +76,18 @@ func WithWait(d time.Duration) RunOption {
 	}
 }
 
-// WithFairWait is WithWait with arrival order: Run joins the name's queue
-// in the store and gets the lease only when the waiters ahead of it have
-// had it (or given up, or died: a waiter's place lasts a few seconds
-// unless it is alive to keep it). It needs a Locker whose store keeps a
-// queue (a FairAcquirer that does not report errors.ErrUnsupported:
-// PostgreSQL, Redis, etcd and memory); on others Run returns that error.
-// A caller that does not queue can still take a free name first.
+// WithFairWait is WithWait with arrival order, over the same line: Run
+// takes a free name only when its Locker's place is first in the name's
+// line (or the line is empty), so the lease goes to the waiting Lockers
+// in the order they came, and within one Locker to its waiters in the
+// order they came (a Locker whose waiter got the lease goes to the back
+// of the line if others of its waiters still wait). A waiter that gives
+// up passes its turn on; one that died holds the line up for at most
+// three quarters of the ttl (at most 6s). It needs a store that keeps a
+// line (memory, Redis, etcd, PostgreSQL with a Listener); with any other
+// Locker, Run fails at once with an error matching errors.ErrUnsupported
+// that names the option and the store. A caller that does not wait fairly
+// can still take a free name first.
 func WithFairWait(d time.Duration) RunOption {
 	return func(c *runConfig) {
 		WithWait(d)(c)
@@ -319,131 +332,76 @@ func releaseContext(ctx context.Context, ttl time.Duration) (context.Context, co
 	return context.WithTimeout(context.WithoutCancel(ctx), min(ttl, 10*time.Second))
 }
 
-// watchFallback is how long a waiter that watches the store waits at
-// most between attempts: what a lost notification can cost.
-const watchFallback = 2 * time.Second
-
-// A fair waiter renews its place in the queue at least every fairRefresh;
-// a place lasts fairPlace, so a waiter that died holds up the queue for at
-// most that long.
-const (
-	fairRefresh = time.Second
-	fairPlace   = 3 * time.Second
-)
+// retryEvery is how long a waiter waits at most between attempts while
+// the store does not wake it: what a lost wake-up can cost. It scales
+// with the ttl (a quarter of it, from 50ms to 2s), so that short leases,
+// as in tests, do not wait seconds. A waiter's mark in the store's line
+// lasts three of these (see WithWait).
+func retryEvery(ttl time.Duration) time.Duration {
+	return min(max(ttl/4, 50*time.Millisecond), 2*time.Second)
+}
 
 // acquireWaiting acquires name, waiting up to wait while another owner
-// holds it. When l is a Waiter whose store can watch, it wakes when the
-// name may have become free (and at least every watchFallback, and at the
-// holder's expiry); otherwise it polls with jittered backoff, never
-// sleeping far past the holder's expiry. Each attempt may take at most the
-// Deadline it would grant.
-func acquireWaiting(ctx context.Context, l Locker, name, owner string, ttl, wait time.Duration, fair bool, log *runLog) (lease Lease, err error) {
+// holds it. Every attempt is an Acquire of l whose context carries the
+// waiter's place (internal/line): a Locker that keeps a line of waiters
+// (every backend of this module whose store can notify) wakes it when a
+// release chose it, and at least every retryEvery; with other Lockers it
+// polls with jittered backoff, never sleeping far past the holder's
+// expiry. Each attempt may take at most the Deadline it would grant.
+func acquireWaiting(ctx context.Context, l Locker, name, owner string, ttl, wait time.Duration, fair bool, log *runLog) (got Lease, err error) {
 	limit := time.Now().Add(wait)
-	acquire := l.Acquire
-	if fair {
-		fa, ok := l.(FairAcquirer)
-		if !ok {
-			return Lease{}, fmt.Errorf("lease %q: WithFairWait needs a Locker that keeps a queue (a FairAcquirer): %w", name, errors.ErrUnsupported)
-		}
-		acquire = func(ctx context.Context, name, owner string, ttl time.Duration) (Lease, error) {
-			return fa.AcquireQueued(ctx, name, owner, ttl, fairPlace)
-		}
-		defer func() {
-			if err != nil {
-				// Give the place up, so the next waiter need not wait for it
-				// to expire.
-				dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-				defer cancel()
-				_ = fa.Dequeue(dctx, name, owner)
-			}
-		}()
+	var w *line.Wait
+	if wait > 0 || fair {
+		w = line.New(fair, retryEvery(ttl))
+		defer func() { w.Done(err == nil) }()
 	}
 	backoff := 10 * time.Millisecond
-	// Watch before the first attempt, so that a release between a busy
-	// answer and the wait is not missed. A TurnWaiter's watch wakes this
-	// Locker only when a release chose it, so that the waiting Lockers of
-	// other processes do not all retry at each release.
-	var changed <-chan struct{}
-	if tw, ok := l.(TurnWaiter); ok && wait > 0 && !fair {
-		if watch, err := tw.WatchTurn(ctx, name); err == nil {
-			defer watch.Stop()
-			changed = watch.Changed()
-			acquire = tw.AcquireOrWait
-		}
-	}
-	if w, ok := l.(Waiter); ok && wait > 0 && changed == nil {
-		if watch, err := w.Watch(ctx, name); err == nil {
-			defer watch.Stop()
-			changed = watch.Changed()
-		}
-	}
-	// turn is this waiter's place in the process's queue for the name
-	// (waitqueue.go); fair waiters queue in the store instead.
-	var turn *localTurn
-	defer func() {
-		if turn != nil {
-			turn.leave(err == nil)
-		}
-	}()
 	var (
 		he      *HeldError
 		lastErr error // the last attempt's, a *HeldError
-		attempt = true
+		logged  bool
 	)
 	for {
-		if attempt {
-			// An answer after the Deadline it would grant is of no use:
-			// stop waiting for it then (the store is slow or stalled).
-			actx, acancel := context.WithDeadline(ctx, time.Now().Add(ttl-DriftMargin(ttl)))
-			held, err := acquire(actx, name, owner, ttl)
-			acancel()
-			if err == nil || wait <= 0 {
-				return held, err
-			}
-			if !errors.As(err, &he) {
-				return Lease{}, err
-			}
-			lastErr = err
+		// An answer after the Deadline it would grant is of no use: stop
+		// waiting for it then (the store is slow or stalled).
+		actx, acancel := context.WithDeadline(ctx, time.Now().Add(ttl-DriftMargin(ttl)))
+		if w != nil {
+			actx = line.NewContext(actx, w)
 		}
-		attempt = true
+		held, err := l.Acquire(actx, name, owner, ttl)
+		acancel()
+		if fair && !w.Taken() && (err == nil || errors.As(err, &he)) {
+			// A Locker that does not keep a line ignored the fair wait.
+			if err == nil {
+				rctx, rcancel := releaseContext(ctx, ttl)
+				_ = l.Release(rctx, held)
+				rcancel()
+			}
+			return Lease{}, fmt.Errorf("lease %q: WithFairWait needs a Locker that keeps a line of waiters, and %T does not: %w", name, l, errors.ErrUnsupported)
+		}
+		if err == nil || wait <= 0 {
+			return held, err
+		}
+		if !errors.As(err, &he) {
+			return Lease{}, err
+		}
+		lastErr = err
 		left := time.Until(limit)
 		if left <= 0 {
 			return Lease{}, lastErr
 		}
-		if backoff == 10*time.Millisecond && turn == nil {
+		woken := w.Taken()
+		if !logged {
+			logged = true
 			log.log(slog.LevelInfo, "waiting for lease", slog.String("lease.holder", he.Owner), slog.Duration("lease.remaining", he.Remaining),
-				slog.Duration("lease.wait", wait), slog.Bool("lease.watching", changed != nil))
-		}
-		if !fair && turn == nil {
-			var head bool
-			if turn, head = joinLocal(l, name); !head {
-				// Wait for the waiters ahead in this process.
-				ahead, ended, err := awaitTurn(ctx, turn, left, changed)
-				switch {
-				case err != nil:
-					return Lease{}, fmt.Errorf("lease %q: gave up waiting: %w; last attempt: %w", name, err, lastErr)
-				case ended:
-					return Lease{}, lastErr
-				}
-				if !ahead {
-					continue // the head gave up: the name may be free
-				}
-				// The head acquired the name: wait for its release.
-				attempt = false
-				backoff = 10 * time.Millisecond
-				he = &HeldError{Name: name, Remaining: ttl}
-				continue
-			}
+				slog.Duration("lease.wait", wait), slog.Bool("lease.watching", woken))
 		}
 		var d time.Duration
-		switch {
-		case fair:
-			d = min(he.Remaining+time.Millisecond, fairRefresh, left)
-			backoff = 0 // not the first wait
-		case changed != nil:
-			d = min(he.Remaining+time.Millisecond, watchFallback, left)
-			backoff = 0
-		default:
+		var changed <-chan struct{}
+		if woken {
+			changed = w.Changed()
+			d = min(he.Remaining+time.Millisecond, w.Retry, left)
+		} else {
 			// Full jitter, but never sleep far past the holder's expiry or
 			// the caller's limit.
 			d = min(time.Duration(rand.Int64N(int64(max(backoff, time.Millisecond))))+time.Millisecond, he.Remaining+time.Millisecond, left)
@@ -457,26 +415,6 @@ func acquireWaiting(ctx context.Context, l Locker, name, owner string, ttl, wait
 		case <-changed:
 			t.Stop()
 		case <-t.C:
-		}
-	}
-}
-
-// awaitTurn waits until turn is the head of its queue and returns whether
-// the head before it acquired the name; or until left passes (ended) or
-// ctx ends (its cause). Wake-ups of changed meanwhile are for the head:
-// they are dropped.
-func awaitTurn(ctx context.Context, turn *localTurn, left time.Duration, changed <-chan struct{}) (acquired, ended bool, err error) {
-	t := time.NewTimer(left)
-	defer t.Stop()
-	for {
-		select {
-		case acquired := <-turn.ready:
-			return acquired, false, nil
-		case <-ctx.Done():
-			return false, false, context.Cause(ctx)
-		case <-t.C:
-			return false, true, nil
-		case <-changed:
 		}
 	}
 }

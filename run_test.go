@@ -379,13 +379,6 @@ func (c *countingAcquires) Acquire(ctx context.Context, name, owner string, ttl 
 	return c.Locker.Acquire(ctx, name, owner, ttl)
 }
 
-// AcquireOrWait counts too: Run's waiting attempts go through it on a
-// TurnWaiter.
-func (c *countingAcquires) AcquireOrWait(ctx context.Context, name, owner string, ttl time.Duration) (lease.Lease, error) {
-	c.acquires.Add(1)
-	return c.Locker.AcquireOrWait(ctx, name, owner, ttl)
-}
-
 func TestRunWaitingWakesOnRelease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := &countingAcquires{Locker: memory.New()}
@@ -440,18 +433,35 @@ func TestRunFairWaitGivesUpItsPlace(t *testing.T) {
 			t.Fatalf("Run = %v", err)
 		}
 		_ = l.Release(context.Background(), held)
-		// The waiter that gave up left the queue: a newcomer is first.
-		if _, err := l.AcquireQueued(context.Background(), "job", "newcomer", time.Minute, time.Second); err != nil {
-			t.Fatalf("AcquireQueued after the only waiter gave up = %v", err)
+		// The waiter that gave up left the line: a newcomer's fair Run is
+		// first, and takes the name without waiting.
+		if err := lease.Run(context.Background(), l, "job", time.Minute, func(context.Context) error { return nil }, lease.WithFairWait(0)); err != nil {
+			t.Fatalf("a fair Run after the only waiter gave up = %v", err)
 		}
 	})
 }
 
-func TestRunFairWaitNeedsAQueue(t *testing.T) {
-	f := &flaky{Locker: memory.New()} // hides FairAcquirer
-	err := lease.Run(context.Background(), f, "job", time.Second, func(context.Context) error { return nil }, lease.WithFairWait(time.Second))
-	if !errors.Is(err, errors.ErrUnsupported) {
-		t.Fatalf("Run = %v, want errors.ErrUnsupported", err)
+// lineless is a Locker that keeps no line of waiters: it drops what the
+// context carries.
+type lineless struct{ *memory.Locker }
+
+func (l lineless) Acquire(_ context.Context, name, owner string, ttl time.Duration) (lease.Lease, error) {
+	return l.Locker.Acquire(context.Background(), name, owner, ttl)
+}
+
+// WithFairWait on a Locker that keeps no line fails at once, naming the
+// option, and leaves the name free.
+func TestRunFairWaitNeedsALine(t *testing.T) {
+	l := lineless{memory.New()}
+	err := lease.Run(context.Background(), l, "job", time.Second, func(context.Context) error {
+		t.Error("fn ran")
+		return nil
+	}, lease.WithFairWait(time.Second))
+	if !errors.Is(err, errors.ErrUnsupported) || !strings.Contains(err.Error(), "WithFairWait") {
+		t.Fatalf("Run = %v, want errors.ErrUnsupported naming WithFairWait", err)
+	}
+	if got, err := l.Inspect(context.Background(), "job"); !errors.Is(err, lease.ErrNotHeld) {
+		t.Fatalf("after the refused Run, Inspect = %v, %v; want the name free", got, err)
 	}
 }
 

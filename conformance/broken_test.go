@@ -15,6 +15,7 @@ import (
 	"github.com/leasekit/lease"
 	"github.com/leasekit/lease/conformance"
 	"github.com/leasekit/lease/driver"
+	"github.com/leasekit/lease/internal/line"
 )
 
 // Each broken backend breaks one promise; the case named for that promise
@@ -235,6 +236,13 @@ func (l *toy) out(t *toyTenure, start time.Time, ttl time.Duration) lease.Lease 
 }
 
 func (l *toy) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (lease.Lease, error) {
+	if w := line.FromContext(ctx); w != nil {
+		return l.acquireInLine(ctx, w, name, owner, ttl)
+	}
+	return l.acquirePlain(ctx, name, owner, ttl)
+}
+
+func (l *toy) acquirePlain(ctx context.Context, name, owner string, ttl time.Duration) (lease.Lease, error) {
 	if l.is("busy-remembered") {
 		if b, ok := l.busy.Load(name); ok {
 			if b := b.(rememberedBusy); b.err.Owner != owner && time.Now().Before(b.until) {

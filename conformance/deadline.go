@@ -8,6 +8,7 @@ import (
 
 	"github.com/leasekit/lease"
 	"github.com/leasekit/lease/internal/faultproxy"
+	"github.com/leasekit/lease/internal/line"
 )
 
 // Contract line 7: expiry by the store's clock, and a Deadline that makes
@@ -57,14 +58,15 @@ func deadlineIsConservative(t testing.TB, s *suite) {
 		acquire func(name string, ttl time.Duration) (lease.Lease, error)
 	}
 	var waiting []acquirer
-	if tw, ok := l.(lease.TurnWaiter); ok {
-		waiting = append(waiting, acquirer{"AcquireOrWait", func(name string, ttl time.Duration) (lease.Lease, error) {
-			return tw.AcquireOrWait(ctx, name, "owner-a", ttl)
-		}})
-	}
-	if fa, ok := l.(lease.FairAcquirer); ok {
-		waiting = append(waiting, acquirer{"AcquireQueued", func(name string, ttl time.Duration) (lease.Lease, error) {
-			return fa.AcquireQueued(ctx, name, "owner-a", ttl, long)
+	for _, fair := range []bool{false, true} {
+		op := "a waiting Acquire"
+		if fair {
+			op = "a fair waiting Acquire"
+		}
+		waiting = append(waiting, acquirer{op, func(name string, ttl time.Duration) (lease.Lease, error) {
+			w := line.New(fair, lineRetry)
+			defer w.Done(true)
+			return l.Acquire(line.NewContext(ctx, w), name, "owner-a", ttl)
 		}})
 	}
 	for _, a := range waiting {

@@ -3,20 +3,24 @@ package conformance_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/internal/line"
 )
 
-// The toy's lease.TurnWaiter: marks in placement order, and the turn
-// Watches of each Locker. Mode turn-wakes-all wakes every turn Watch at a
-// release; mode turn-mark-never-lapses keeps marks past lease.MarkLife.
+// The toy's line of waiters: marks in placement order, one per waiting
+// Locker, and the waits each Locker took. It keeps no fair line (a fair
+// wait is refused as unsupported). Mode turn-wakes-all wakes every
+// waiter at a release; mode turn-mark-never-lapses keeps marks past their
+// life.
 type toyTurns struct {
-	mu      sync.Mutex
-	marks   map[string][]toyMark
-	watches map[string]map[*toyTurnWatch]struct{}
+	mu    sync.Mutex
+	marks map[string][]toyMark
+	waits map[string]map[*line.Wait]*toy
 }
 
 type toyMark struct {
@@ -24,58 +28,26 @@ type toyMark struct {
 	lapse  time.Time
 }
 
-type toyTurnWatch struct {
-	l    *toy
-	name string
-	c    chan struct{}
-	once sync.Once
-}
-
-func (w *toyTurnWatch) Changed() <-chan struct{} { return w.c }
-
-// Stop takes the Watch away, and the Locker's mark with its last Watch.
-func (w *toyTurnWatch) Stop() {
-	w.once.Do(func() {
-		ts := &w.l.turns
-		ts.mu.Lock()
-		defer ts.mu.Unlock()
-		delete(ts.watches[w.name], w)
-		if w.l.turnWatches(w.name) == 0 {
-			ts.marks[w.name] = slices.DeleteFunc(ts.marks[w.name], func(m toyMark) bool { return m.waiter == w.l })
-		}
-	})
-}
-
-// turnWatches counts l's turn Watches on name. l.turns.mu must be held.
-func (l *toy) turnWatches(name string) (n int) {
-	for w := range l.turns.watches[name] {
-		if w.l == l {
-			n++
-		}
+// acquireInLine is Acquire for a caller that waits with w.
+func (l *toy) acquireInLine(ctx context.Context, w *line.Wait, name, owner string, ttl time.Duration) (lease.Lease, error) {
+	if w.Fair {
+		return lease.Lease{}, fmt.Errorf("toy: fair waiting: %w", errors.ErrUnsupported)
 	}
-	return n
-}
-
-func (l *toy) WatchTurn(ctx context.Context, name string) (lease.Watch, error) {
-	if err := l.check(ctx); err != nil {
-		return nil, err
-	}
-	w := &toyTurnWatch{l: l, name: name, c: make(chan struct{}, 1)}
 	ts := &l.turns
 	ts.mu.Lock()
-	defer ts.mu.Unlock()
-	if ts.watches == nil {
-		ts.watches, ts.marks = map[string]map[*toyTurnWatch]struct{}{}, map[string][]toyMark{}
+	if ts.waits == nil {
+		ts.waits, ts.marks = map[string]map[*line.Wait]*toy{}, map[string][]toyMark{}
 	}
-	if ts.watches[name] == nil {
-		ts.watches[name] = map[*toyTurnWatch]struct{}{}
+	if ts.waits[name] == nil {
+		ts.waits[name] = map[*line.Wait]*toy{}
 	}
-	ts.watches[name][w] = struct{}{}
-	return w, nil
-}
+	if w.Take(func(bool) { l.leaveLine(name, w) }) {
+		ts.waits[name][w] = l
+	}
+	keep := l.waitsFor(name) > 1
+	ts.mu.Unlock()
 
-func (l *toy) AcquireOrWait(ctx context.Context, name, owner string, ttl time.Duration) (lease.Lease, error) {
-	got, err := l.Acquire(ctx, name, owner, ttl)
+	got, err := l.acquirePlain(ctx, name, owner, ttl)
 	if err == nil && l.is("turn-deadline-late") {
 		// The waiting path reads the clock after the reply.
 		got.Deadline = time.Now().Add(ttl - lease.DriftMargin(ttl)/4)
@@ -83,15 +55,11 @@ func (l *toy) AcquireOrWait(ctx context.Context, name, owner string, ttl time.Du
 	if err != nil && !errors.Is(err, lease.ErrHeld) {
 		return got, err
 	}
-	ts := &l.turns
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
-	if ts.marks == nil {
-		return got, err // no turn Watch yet: nothing to mark for
-	}
 	marks := l.liveMarks(name)
 	i := slices.IndexFunc(marks, func(m toyMark) bool { return m.waiter == l })
-	lapse := time.Now().Add(lease.MarkLife)
+	lapse := time.Now().Add(w.Life())
 	switch {
 	case err != nil && i >= 0:
 		marks[i].lapse = lapse
@@ -101,12 +69,40 @@ func (l *toy) AcquireOrWait(ctx context.Context, name, owner string, ttl time.Du
 		if i >= 0 {
 			marks = slices.Delete(marks, i, i+1)
 		}
-		if l.turnWatches(name) > 1 {
+		if keep {
 			marks = append(marks, toyMark{waiter: l, lapse: lapse})
 		}
 	}
 	ts.marks[name] = marks
 	return got, err
+}
+
+// leaveLine takes w out, and the Locker's mark with its last wait; when
+// that mark was first, the turn passes on to the next.
+func (l *toy) leaveLine(name string, w *line.Wait) {
+	ts := &l.turns
+	ts.mu.Lock()
+	delete(ts.waits[name], w)
+	first := false
+	if l.waitsFor(name) == 0 {
+		marks := l.liveMarks(name)
+		first = len(marks) > 0 && marks[0].waiter == l
+		ts.marks[name] = slices.DeleteFunc(marks, func(m toyMark) bool { return m.waiter == l })
+	}
+	ts.mu.Unlock()
+	if first {
+		l.wakeTurn(name)
+	}
+}
+
+// waitsFor counts l's waits on name. l.turns.mu must be held.
+func (l *toy) waitsFor(name string) (n int) {
+	for _, o := range l.turns.waits[name] {
+		if o == l {
+			n++
+		}
+	}
+	return n
 }
 
 // liveMarks drops name's lapsed marks (unless in mode
@@ -119,8 +115,8 @@ func (l *toy) liveMarks(name string) []toyMark {
 	return slices.DeleteFunc(l.turns.marks[name], func(m toyMark) bool { return !now.Before(m.lapse) })
 }
 
-// wakeTurn wakes the turn Watches of the Locker whose mark is oldest, or
-// all of them when no mark is live (or in mode turn-wakes-all).
+// wakeTurn wakes the waits of the Locker whose mark is oldest, or all of
+// them when no mark is live (or in mode turn-wakes-all).
 func (l *toy) wakeTurn(name string) {
 	ts := &l.turns
 	ts.mu.Lock()
@@ -129,12 +125,9 @@ func (l *toy) wakeTurn(name string) {
 	if marks := l.liveMarks(name); len(marks) > 0 && !l.is("turn-wakes-all") {
 		chosen = marks[0].waiter
 	}
-	for w := range ts.watches[name] {
-		if chosen == nil || w.l == chosen {
-			select {
-			case w.c <- struct{}{}:
-			default:
-			}
+	for w, o := range ts.waits[name] {
+		if chosen == nil || o == chosen {
+			w.Wake()
 		}
 	}
 }

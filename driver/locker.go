@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/internal/line"
 )
 
 // Locker is a lease.Locker built around a Store. It does what every
@@ -38,8 +39,8 @@ type Locker struct {
 	// doubts are the tenures whose Release failed without an answer;
 	// Acquire does not re-enter them (see doubts).
 	doubts doubts
-	// turns is this Locker's waiting through a TurnWatcher (turns.go).
-	turns turns
+	// lines is this Locker's line of waiters per name (line.go).
+	lines lines
 }
 
 var (
@@ -47,8 +48,6 @@ var (
 	_ lease.Lister        = (*Locker)(nil)
 	_ lease.ForceReleaser = (*Locker)(nil)
 	_ lease.Waiter        = (*Locker)(nil)
-	_ lease.FairAcquirer  = (*Locker)(nil)
-	_ lease.TurnWaiter    = (*Locker)(nil)
 )
 
 // NewLocker returns a Locker that keeps its tenures in s. backend names
@@ -70,18 +69,24 @@ func (l *Locker) Acquire(ctx context.Context, name, owner string, ttl time.Durat
 	if err := l.begin(ctx); err != nil {
 		return lease.Lease{}, l.fail(ctx, op, name, err)
 	}
-	return l.acquire(ctx, op, name, owner, ttl, func() (Tenure, error) {
+	if w := line.FromContext(ctx); w != nil {
+		return l.acquireInLine(ctx, w, name, owner, ttl)
+	}
+	return l.acquire(ctx, op, name, owner, ttl, false, func() (Tenure, error) {
 		return l.store.Acquire(ctx, name, owner, ttl)
 	})
 }
 
-// acquire runs an acquisition (a Store's Acquire or AcquireQueued) and
-// turns its tenure into the holder's Lease or a HeldError. When it
+// acquire runs an acquisition (a Store's Acquire or AcquireOrWait) and
+// turns its tenure into the holder's Lease or a HeldError. With fair, a
+// tenure without an owner is a fair AcquireOrWait's answer that the name
+// is free but another waiter is first in line: a HeldError whose Owner is
+// empty. When it
 // re-entered a tenure of owner whose Release is in doubt (see doubts), it
 // ends that tenure with a Release whose answer it waits for, and
 // acquires again, so that the caller gets a new tenure, with a new token,
 // that the late Release cannot end.
-func (l *Locker) acquire(ctx context.Context, op, name, owner string, ttl time.Duration, acquire func() (Tenure, error)) (lease.Lease, error) {
+func (l *Locker) acquire(ctx context.Context, op, name, owner string, ttl time.Duration, fair bool, acquire func() (Tenure, error)) (lease.Lease, error) {
 	for range maxSettles {
 		start := time.Now()
 		t, err := acquire()
@@ -89,6 +94,9 @@ func (l *Locker) acquire(ctx context.Context, op, name, owner string, ttl time.D
 			return lease.Lease{}, l.fail(ctx, op, name, err)
 		}
 		if t.Owner != owner {
+			if t.Owner == "" && fair && t.Remaining > 0 {
+				return lease.Lease{}, &lease.HeldError{Name: name, Remaining: t.Remaining}
+			}
 			if t.Owner == "" {
 				return lease.Lease{}, l.fail(ctx, op, name, errors.New("the store reported a holder without an owner"))
 			}
@@ -228,52 +236,6 @@ func (l *Locker) ForceRelease(ctx context.Context, name string) (lease.Lease, er
 	return l.view(ctx, op, name, t)
 }
 
-// AcquireQueued implements lease.FairAcquirer through the Store's
-// FairAcquirer, with Acquire's checks and results; place must be a valid
-// ttl too. It reports errors.ErrUnsupported when the Store is not one.
-func (l *Locker) AcquireQueued(ctx context.Context, name, owner string, ttl, place time.Duration) (lease.Lease, error) {
-	const op = "acquire queued"
-	s, ok := l.store.(FairAcquirer)
-	if !ok {
-		return lease.Lease{}, fmt.Errorf("%s: %s: %w", l.prefix, op, errors.ErrUnsupported)
-	}
-	if err := CheckAcquire(name, owner, ttl); err != nil {
-		return lease.Lease{}, l.invalid(op, err)
-	}
-	if err := CheckTTL(place); err != nil {
-		return lease.Lease{}, l.invalid(op, fmt.Errorf("place: %w", err))
-	}
-	if err := l.begin(ctx); err != nil {
-		return lease.Lease{}, l.fail(ctx, op, name, err)
-	}
-	return l.acquire(ctx, op, name, owner, ttl, func() (Tenure, error) {
-		return s.AcquireQueued(ctx, name, owner, ttl, place)
-	})
-}
-
-// Dequeue implements lease.FairAcquirer through the Store's FairAcquirer,
-// and reports errors.ErrUnsupported when the Store is not one.
-func (l *Locker) Dequeue(ctx context.Context, name, owner string) error {
-	const op = "dequeue"
-	s, ok := l.store.(FairAcquirer)
-	if !ok {
-		return fmt.Errorf("%s: %s: %w", l.prefix, op, errors.ErrUnsupported)
-	}
-	if err := CheckName(name); err != nil {
-		return l.invalid(op, err)
-	}
-	if err := CheckOwner(owner); err != nil {
-		return l.invalid(op, err)
-	}
-	if err := l.begin(ctx); err != nil {
-		return l.fail(ctx, op, name, err)
-	}
-	if err := s.Dequeue(ctx, name, owner); err != nil {
-		return l.fail(ctx, op, name, err)
-	}
-	return nil
-}
-
 // Watch implements lease.Waiter through the Store's Watcher, and returns
 // an error matching errors.ErrUnsupported when the Store is not one.
 func (l *Locker) Watch(ctx context.Context, name string) (lease.Watch, error) {
@@ -306,6 +268,7 @@ func (l *Locker) Close() error {
 	if l.closed.Swap(true) {
 		return nil
 	}
+	l.lines.closeAll()
 	if err := l.store.Close(); err != nil {
 		return fmt.Errorf("%s: close: %w", l.prefix, err)
 	}

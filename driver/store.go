@@ -186,21 +186,3 @@ type Mark struct {
 	Keep   bool          // on acquiring, place the mark at the back instead of removing it
 	Fair   bool          // take a free name only when this mark is first in line (or the line is empty)
 }
-
-// FairAcquirer is a Store that keeps a queue of waiting owners per name.
-// The Locker's AcquireQueued and Dequeue use it; without it they report
-// errors.ErrUnsupported.
-type FairAcquirer interface {
-	// AcquireQueued is Acquire for an owner waiting its turn (see
-	// lease.FairAcquirer): it puts owner at the back of name's queue if it
-	// has no unexpired place there, moves its place's expiry to now+place,
-	// and starts or extends a tenure only when owner holds name already,
-	// or name is free and owner is first among the unexpired places,
-	// taking owner out of the queue then. When it does not, it returns
-	// the holder's tenure, or, when name is free, a Tenure whose Owner is
-	// the waiter ahead and whose Remaining is the time its place has left.
-	AcquireQueued(ctx context.Context, name, owner string, ttl, place time.Duration) (Tenure, error)
-
-	// Dequeue removes owner's place in name's queue, if it has one.
-	Dequeue(ctx context.Context, name, owner string) error
-}

@@ -95,11 +95,10 @@ func (c *Candidate) Office() string { return c.office }
 // Run campaigns for the office and leads it whenever elected, until told
 // to stop: the loop a service that stands by runs.
 //
-//   - While another candidate leads, it waits: woken by the store when the
-//     Locker is a lease.Waiter whose store can watch (where it is a
-//     lease.TurnWaiter, a release wakes one standing-by process, not all),
-//     else polling, and in any case at the leader's expiry (lease.Run's
-//     WithWait; WithFairQueue for arrival order).
+//   - While another candidate leads, it waits in the office's line of
+//     waiters where the store keeps one (a release wakes one standing-by
+//     process, not all), else polling, and in any case at the leader's
+//     expiry (lease.Run's WithWait; WithFairWait for arrival order).
 //   - Elected, it calls OnStartedLeading's function, then fn with the term
 //     and a context that ends with the term, and renews the lease while fn
 //     runs (lease.Run).
@@ -124,7 +123,7 @@ func (c *Candidate) Office() string { return c.office }
 //     done, so the candidacy is over (a service's fn returns only when its
 //     context ends);
 //   - an error matching lease.ErrInvalid, lease.ErrClosed or
-//     errors.ErrUnsupported (WithFairQueue on a store without a queue)
+//     errors.ErrUnsupported (WithFairWait on a store without a line)
 //     when campaigning cannot work.
 //
 // fn must return when its context is cancelled, before the term's

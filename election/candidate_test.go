@@ -410,15 +410,6 @@ func (f *flaky) Acquire(ctx context.Context, name, owner string, ttl time.Durati
 	return f.Locker.Acquire(ctx, name, owner, ttl)
 }
 
-// AcquireOrWait fails as Acquire does: a waiting candidate's attempts go
-// through it.
-func (f *flaky) AcquireOrWait(ctx context.Context, name, owner string, ttl time.Duration) (lease.Lease, error) {
-	if f.failures.Add(-1) >= 0 {
-		return lease.Lease{}, errOutage
-	}
-	return f.Locker.AcquireOrWait(ctx, name, owner, ttl)
-}
-
 // A store outage while campaigning is retried with backoff, not returned.
 func TestCampaignRetriesStoreErrors(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -440,12 +431,20 @@ func TestCampaignRetriesStoreErrors(t *testing.T) {
 // bare is a Locker with none of the optional interfaces.
 type bare struct{ lease.Locker }
 
+// lineless is a Locker that keeps no line of waiters: it drops what the
+// context carries to Acquire.
+type lineless struct{ lease.Locker }
+
+func (l lineless) Acquire(_ context.Context, name, owner string, ttl time.Duration) (lease.Lease, error) {
+	return l.Locker.Acquire(context.Background(), name, owner, ttl)
+}
+
 // Campaigns that can never succeed are returned, not retried.
 func TestCampaignPermanentErrors(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c := newCandidate(t, bare{memory.New()}, "office", election.WithFairQueue())
+		c := newCandidate(t, lineless{memory.New()}, "office", election.WithFairWait())
 		if err := c.Run(t.Context(), func(context.Context, election.Term) error { return nil }); !errors.Is(err, errors.ErrUnsupported) {
-			t.Errorf("WithFairQueue on a Locker without a queue: %v; want ErrUnsupported", err)
+			t.Errorf("WithFairWait on a Locker that keeps no line: %v; want ErrUnsupported", err)
 		}
 		l := memory.New()
 		_ = l.Close()
@@ -456,7 +455,7 @@ func TestCampaignPermanentErrors(t *testing.T) {
 	})
 }
 
-// With WithFairQueue, waiting candidates lead in the order they came.
+// With WithFairWait, waiting candidates lead in the order they came.
 func TestFairQueueOrder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := memory.New()
@@ -469,12 +468,12 @@ func TestFairQueueOrder(t *testing.T) {
 			time.Sleep(100 * time.Millisecond)
 			return nil
 		}
-		first := newCandidate(t, store.Share(), "office", election.WithID("first"), election.WithFairQueue())
+		first := newCandidate(t, store.Share(), "office", election.WithID("first"), election.WithFairWait())
 		done := make(chan error, 5)
 		go func() { done <- first.Lead(t.Context(), work) }()
 		synctest.Wait()
 		for _, id := range []string{"w1", "w2", "w3", "w4"} {
-			c := newCandidate(t, store.Share(), "office", election.WithID(id), election.WithFairQueue())
+			c := newCandidate(t, store.Share(), "office", election.WithID(id), election.WithFairWait())
 			go func() { done <- c.Lead(t.Context(), work) }()
 			time.Sleep(10 * time.Millisecond)
 			synctest.Wait()

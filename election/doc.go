@@ -49,11 +49,12 @@
 // past the Deadline may overlap the next leader, which is what the
 // fencing token Term.Number is for). A Work that decides to step down
 // returns, or calls Resign with its own context. The next candidate
-// learns of the release from the store where it can notify (a
-// lease.Waiter: the memory, Redis and etcd backends), so a voluntary
+// learns of the release from the store where it can notify (the memory,
+// Redis and etcd backends, and PostgreSQL with a Listener: the office's
+// line of waiters wakes one standing-by candidate), so a voluntary
 // handoff takes about one round trip plus that wake-up, not a ttl; where
-// the store is polled (SQL), the
-// wake-up is lease.Run's jittered backoff (at most a second, and never
+// the store is polled (SQLite, MySQL), the wake-up is lease.Run's
+// jittered backoff (at most a second, and never
 // past the old term's expiry). A leader that dies is replaced once its
 // lease expires: within the ttl plus the store's expiry lag.
 //
@@ -62,8 +63,9 @@
 // Observe yields the current term, then every change, including the
 // office falling vacant, and never a term older than one it yielded. It
 // uses the store's notifications where the Locker is a lease.Waiter (in
-// this module the memory, Redis and etcd backends notify releases, etcd
-// expiries too; the SQL backends are polled), reads the office again when
+// this module the memory, Redis and etcd backends and PostgreSQL with a
+// Listener notify releases, etcd expiries too; SQLite and MySQL are
+// polled), reads the office again when
 // the term is due to expire, polls at least every poll interval (1s by
 // default), and polls from 10ms up when the office is vacant, since no
 // store notifies an election. See Observe for the details.

@@ -83,14 +83,15 @@ func WithMetadata(md string) Option {
 	return func(c *config) { c.metadata = md }
 }
 
-// WithFairQueue makes the candidates of the office take turns in arrival
-// order: a candidate joins the office's queue in the store when it starts
-// waiting, and the office goes to the longest-waiting candidate when it
-// falls vacant, so a resigning leader that campaigns again goes to the
-// back. It uses lease.Run's WithFairWait and needs a Locker whose store
-// keeps a queue (a lease.FairAcquirer that does not report
-// errors.ErrUnsupported); on others Run and Lead return that error.
-func WithFairQueue() Option {
+// WithFairWait makes the candidates of the office take turns in arrival
+// order: a candidate takes its place in the office's line of waiters in
+// the store when it starts waiting, and the office goes to the
+// longest-waiting candidate when it falls vacant, so a resigning leader
+// that campaigns again goes to the back. It uses lease.Run's
+// WithFairWait and needs a store that keeps a line of waiters (memory,
+// Redis, etcd, PostgreSQL with a Listener); with any other Locker, Run
+// and Lead return an error matching errors.ErrUnsupported.
+func WithFairWait() Option {
 	return func(c *config) { c.fair = true }
 }
 

@@ -10,8 +10,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-var _ driver.FairAcquirer = (*store)(nil)
-
 // The waiting line of a name (AcquireQueued) is a set of place keys, one
 // per waiting owner, each on an etcd lease of its own of the place's TTL:
 //

@@ -13,7 +13,6 @@ import (
 )
 
 var (
-	_ lease.TurnWaiter   = (*Locker)(nil)
 	_ driver.TurnWatcher = (*store)(nil)
 )
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/url"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -59,13 +58,12 @@ type store struct {
 	leases   map[string]tenure
 	token    uint64
 	watchers map[string]map[*watch]struct{}
-	queues   map[string][]place
-	marks    map[string][]place // waiters' marks, in placement order (turns.go)
+	marks    map[string][]mark // the line of waiters of each name, in placement order (turns.go)
 }
 
-// place is a waiter's place in a name's queue.
-type place struct {
-	owner   string
+// mark is a waiter's place in a name's line.
+type mark struct {
+	waiter  string
 	expires time.Time
 }
 
@@ -83,14 +81,13 @@ var (
 	_ driver.Lister        = (*store)(nil)
 	_ driver.ForceReleaser = (*store)(nil)
 	_ driver.Watcher       = (*store)(nil)
-	_ driver.FairAcquirer  = (*store)(nil)
 	_ driver.TurnWatcher   = (*store)(nil)
 )
 
 // New returns an empty store. It has no client and no option that can
 // fail, so unlike the other backends' New it returns no error.
 func New(opts ...Option) *Locker {
-	s := &store{clock: systemClock{}, leases: map[string]tenure{}, watchers: map[string]map[*watch]struct{}{}, queues: map[string][]place{}, marks: map[string][]place{}}
+	s := &store{clock: systemClock{}, leases: map[string]tenure{}, watchers: map[string]map[*watch]struct{}{}, marks: map[string][]mark{}}
 	for _, o := range opts {
 		o(s)
 	}
@@ -273,70 +270,11 @@ func (w *watch) unregister() {
 func (s *store) notify(name string) {
 	chosen := ""
 	if m := s.liveMarks(name, s.clock.Now()); len(m) > 0 {
-		chosen = m[0].owner
+		chosen = m[0].waiter
 	}
 	for w := range s.watchers[name] {
 		if w.waiter == "" || chosen == "" || w.waiter == chosen {
 			w.Wake()
 		}
 	}
-}
-
-// AcquireQueued implements driver.FairAcquirer.
-func (s *store) AcquireQueued(ctx context.Context, name, owner string, ttl, wait time.Duration) (driver.Tenure, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	now := s.clock.Now()
-	q := s.queue(name, now)
-	i := slices.IndexFunc(q, func(p place) bool { return p.owner == owner })
-	if i < 0 {
-		q = append(q, place{owner: owner})
-		i = len(q) - 1
-	}
-	q[i].expires = now.Add(wait)
-	s.queues[name] = q
-	t, held := s.current(name, now)
-	switch {
-	case held && t.owner != owner:
-		return t.view(name, now), nil
-	case !held && i > 0:
-		return driver.Tenure{Name: name, Owner: q[0].owner, Remaining: q[0].expires.Sub(now)}, nil
-	case !held:
-		s.token++
-		t = tenure{owner: owner, token: s.token, acquired: now}
-	}
-	s.dequeue(name, owner)
-	t.expires = now.Add(ttl)
-	s.leases[name] = t
-	return t.view(name, now), nil
-}
-
-// Dequeue implements driver.FairAcquirer. The next waiter may be first
-// now: the name's watchers are woken.
-func (s *store) Dequeue(ctx context.Context, name, owner string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.dequeue(name, owner)
-	s.notify(name)
-	return nil
-}
-
-// queue returns name's unexpired places, in arrival order. s.mu must be
-// held.
-func (s *store) queue(name string, now time.Time) []place {
-	q := slices.DeleteFunc(s.queues[name], func(p place) bool { return !now.Before(p.expires) })
-	if len(q) == 0 {
-		delete(s.queues, name)
-	}
-	return q
-}
-
-// dequeue removes owner's place. s.mu must be held.
-func (s *store) dequeue(name, owner string) {
-	q := slices.DeleteFunc(s.queues[name], func(p place) bool { return p.owner == owner })
-	if len(q) == 0 {
-		delete(s.queues, name)
-		return
-	}
-	s.queues[name] = q
 }

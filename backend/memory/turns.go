@@ -9,37 +9,48 @@ import (
 	"github.com/leasekit/lease/driver"
 )
 
-// Waiting for a turn (driver.TurnWatcher): a name's marks are places, as
-// in the fair queue, each a waiter's ID with the instant its mark lapses,
-// kept in placement order. Release and ForceRelease wake the turn Watches
-// of the first live mark's waiter only (notify).
+// The line of waiters (driver.TurnWatcher): a name's marks, each a
+// waiter's ID with the instant it lapses, kept in placement order.
+// Release and ForceRelease wake the turn Watches of the first live mark's
+// waiter only (notify); with Mark.Fair, only that waiter may take a free
+// name.
 
 // WatchTurn implements driver.TurnWatcher.
 func (s *store) WatchTurn(ctx context.Context, name, waiter string) (lease.Watch, error) {
 	return s.watch(ctx, name, waiter), nil
 }
 
-// AcquireOrWait implements driver.TurnWatcher: Acquire, and in the same
-// step the mark of m.Waiter placed or renewed (held by another owner),
+// AcquireOrWait implements driver.TurnWatcher: Acquire (unless m.Fair and
+// another waiter is first in line), and in the same step the mark of
+// m.Waiter placed or renewed (held by another owner, or not its turn),
 // removed, or placed at the back anew (acquired, with m.Keep).
 func (s *store) AcquireOrWait(ctx context.Context, name, owner string, ttl time.Duration, m driver.Mark) (driver.Tenure, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.clock.Now()
-	got := s.acquire(name, owner, ttl, now)
 	marks := s.liveMarks(name, now)
-	i := slices.IndexFunc(marks, func(p place) bool { return p.owner == m.Waiter })
+	i := slices.IndexFunc(marks, func(p mark) bool { return p.waiter == m.Waiter })
+	var got driver.Tenure
+	t, held := s.current(name, now)
+	if m.Fair && !(held && t.owner == owner) && len(marks) > 0 && i != 0 {
+		got = driver.Tenure{Name: name, Remaining: marks[0].expires.Sub(now)}
+		if held {
+			got = t.view(name, now)
+		}
+	} else {
+		got = s.acquire(name, owner, ttl, now)
+	}
 	switch {
 	case got.Owner != owner && i >= 0:
 		marks[i].expires = now.Add(m.Life)
 	case got.Owner != owner:
-		marks = append(marks, place{owner: m.Waiter, expires: now.Add(m.Life)})
+		marks = append(marks, mark{waiter: m.Waiter, expires: now.Add(m.Life)})
 	default:
 		if i >= 0 {
 			marks = slices.Delete(marks, i, i+1)
 		}
 		if m.Keep {
-			marks = append(marks, place{owner: m.Waiter, expires: now.Add(m.Life)})
+			marks = append(marks, mark{waiter: m.Waiter, expires: now.Add(m.Life)})
 		}
 	}
 	s.setMarks(name, marks)
@@ -55,8 +66,8 @@ func (s *store) StopWaiting(ctx context.Context, name, waiter string) error {
 	defer s.mu.Unlock()
 	now := s.clock.Now()
 	marks := s.liveMarks(name, now)
-	first := len(marks) > 0 && marks[0].owner == waiter
-	s.setMarks(name, slices.DeleteFunc(marks, func(p place) bool { return p.owner == waiter }))
+	first := len(marks) > 0 && marks[0].waiter == waiter
+	s.setMarks(name, slices.DeleteFunc(marks, func(p mark) bool { return p.waiter == waiter }))
 	if _, held := s.current(name, now); first && !held {
 		s.notify(name)
 	}
@@ -65,14 +76,14 @@ func (s *store) StopWaiting(ctx context.Context, name, waiter string) error {
 
 // liveMarks returns name's unlapsed marks in placement order, dropping
 // the lapsed ones. s.mu must be held.
-func (s *store) liveMarks(name string, now time.Time) []place {
-	m := slices.DeleteFunc(s.marks[name], func(p place) bool { return !now.Before(p.expires) })
+func (s *store) liveMarks(name string, now time.Time) []mark {
+	m := slices.DeleteFunc(s.marks[name], func(p mark) bool { return !now.Before(p.expires) })
 	s.setMarks(name, m)
 	return m
 }
 
 // setMarks stores name's marks. s.mu must be held.
-func (s *store) setMarks(name string, m []place) {
+func (s *store) setMarks(name string, m []mark) {
 	if len(m) == 0 {
 		delete(s.marks, name)
 		return

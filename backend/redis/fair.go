@@ -4,14 +4,10 @@ import (
 	"context"
 	"time"
 
-	"github.com/leasekit/lease"
 	"github.com/leasekit/lease/driver"
 )
 
-var (
-	_ lease.FairAcquirer  = (*Locker)(nil)
-	_ driver.FairAcquirer = (*store)(nil)
-)
+var ()
 
 // AcquireQueued implements driver.FairAcquirer with one run of queue.lua
 // followed by acquire.lua, in one script: the name's line is a sorted set

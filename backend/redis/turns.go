@@ -12,7 +12,6 @@ import (
 )
 
 var (
-	_ lease.TurnWaiter   = (*Locker)(nil)
 	_ driver.TurnWatcher = (*store)(nil)
 )
 

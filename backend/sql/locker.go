@@ -36,7 +36,6 @@ var (
 	_ driver.ForceReleaser = (*store)(nil)
 	_ driver.Watcher       = (*store)(nil)
 	_ lease.Waiter         = (*Locker)(nil)
-	_ lease.TurnWaiter     = (*Locker)(nil)
 )
 
 // New returns a Locker that keeps its leases in a table of db, a pool the

@@ -7,12 +7,13 @@ import (
 	"time"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/internal/line"
 )
 
 // CycleThroughURL opens a Locker with lease.Open(ctx, u) and takes one
 // tenure of name for owner through Acquire, Renew, Inspect and Release
-// (with, in between, a busy AcquireOrWait under a turn watch, where the
-// Locker is a lease.TurnWaiter),
+// (with, in between, a busy Acquire that waits in line, where the store
+// keeps a line),
 // failing t, with u in the message, on the first error or when Inspect
 // does not show the tenure. It closes the Locker.
 func CycleThroughURL(ctx context.Context, t testing.TB, u, name, owner string) {
@@ -23,19 +24,17 @@ func CycleThroughURL(ctx context.Context, t testing.TB, u, name, owner string) {
 	}
 	defer l.Close()
 	held, err := l.Acquire(ctx, name, owner, time.Minute)
-	if tw, ok := l.(lease.TurnWaiter); ok && err == nil {
-		// A waiter's statements too: a turn watch (where the store has
-		// them) and a busy AcquireOrWait, which leaves a mark that the
-		// watch's Stop takes away.
-		w, werr := tw.WatchTurn(ctx, name)
-		if _, err = tw.AcquireOrWait(ctx, name, owner+"-waiter", time.Minute); errors.Is(err, lease.ErrHeld) {
+	if err == nil {
+		// A waiter's statements too: a busy Acquire that waits in line
+		// (a turn watch and a mark, where the store keeps a line), whose
+		// end takes the mark away.
+		w := line.New(false, time.Second)
+		if _, err = l.Acquire(line.NewContext(ctx, w), name, owner+"-waiter", time.Minute); errors.Is(err, lease.ErrHeld) {
 			err = nil
 		} else if err == nil {
-			err = errors.New("AcquireOrWait of a held name succeeded")
+			err = errors.New("a waiting Acquire of a held name succeeded")
 		}
-		if werr == nil {
-			w.Stop()
-		}
+		w.Done(false)
 	}
 	if err == nil {
 		held, err = l.Renew(ctx, held, 2*time.Minute)
