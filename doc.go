@@ -79,9 +79,19 @@
 // Every backend of this module also implements the optional interfaces
 // BatchRenewer (many renewals in one round trip, which Run uses when many
 // leases share a Locker), Lister and ForceReleaser (for operators), and
-// Waiter and TurnWaiter (waiting woken by the store, which Run's WithWait
-// uses where the store can notify: a release wakes the one waiting Locker
-// whose mark is oldest, so waiting processes do not all retry at once).
+// Waiter (a watch on a name's releases).
+//
+// # Waiting
+//
+// Run's WithWait and WithFairWait wait in one line of waiters per name,
+// kept by the store where it can notify (memory, Redis, etcd, PostgreSQL
+// with a Listener): a release wakes only the waiting Locker whose place
+// is first, and within a Locker only its first waiter asks the store.
+// Every attempt is the Locker's own Acquire, with the waiter's place in
+// the context, so a wrapper that changes Acquire (tracing, a user's own)
+// sees every attempt and needs nothing else to keep the waiting. With
+// fairness, only the first in line may take a free name; on a store
+// without a line Run fails at once. SQLite and MySQL are polled.
 //
 // To write a backend of your own, implement package driver's Store and
 // certify it with package conformance.

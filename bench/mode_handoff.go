@@ -27,8 +27,22 @@ type waiter struct {
 }
 
 // plainLocker hides every optional interface of a Locker (Waiter,
-// FairAcquirer, BatchRenewer), so Run's WithWait polls.
+// BatchRenewer) and the line of waiters (its Acquire drops what the
+// context carries), so Run's WithWait polls.
 type plainLocker struct{ lease.Locker }
+
+// Acquire acquires without the waiter's place that Run's context carries
+// (a fresh context, with ctx's deadline).
+func (p plainLocker) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (lease.Lease, error) {
+	bare, cancel := context.WithCancel(context.Background())
+	if d, ok := ctx.Deadline(); ok {
+		bare, cancel = context.WithDeadline(context.Background(), d)
+	}
+	defer cancel()
+	stop := context.AfterFunc(ctx, cancel)
+	defer stop()
+	return p.Locker.Acquire(bare, name, owner, ttl)
+}
 
 // leaseWaiter waits with lease.Run and opts on a Locker of its own per
 // caller, made by mk, as callers in separate processes would have (the
@@ -78,19 +92,17 @@ func watches(ctx context.Context, l lease.Locker) (bool, string) {
 		return false, "polls (Watch failed: " + short(err) + ")"
 	}
 	watch.Stop()
-	if tw, ok := l.(lease.TurnWaiter); ok {
-		if watch, err := tw.WatchTurn(ctx, "handoff-probe"); err == nil {
-			watch.Stop()
-			return true, "a release wakes the waiting Locker whose mark is oldest (lease.TurnWaiter)"
-		}
+	if fair(ctx, l) {
+		return true, "the store's line of waiters: a release wakes the waiting Locker whose mark is oldest"
 	}
 	return true, "woken by the store's notifications, every waiting Locker at each release (lease.Waiter)"
 }
 
-// fair reports whether l keeps a queue for WithFairWait.
+// fair reports whether l keeps a line of waiters, for WithFairWait: a
+// fair Run of a free name then succeeds, and otherwise fails at once.
 func fair(ctx context.Context, l lease.Locker) bool {
-	fa, ok := l.(lease.FairAcquirer)
-	return ok && fa.Dequeue(ctx, "handoff-probe", "probe") == nil
+	err := lease.Run(ctx, l, "handoff-probe", 10*time.Second, func(context.Context) error { return nil }, lease.WithFairWait(0))
+	return err == nil
 }
 
 // handoffWaiters are lease's ways to wait and each peer's on c's store;
@@ -104,9 +116,9 @@ func handoffWaiters(ctx context.Context, cfg config, c *storeConn, t *table) []w
 		out = append(out, leaseWaiter("lease WithWait, polling", "lease.Run WithWait, a Locker per caller with its Waiter hidden: polls with jittered backoff from 10ms doubling to 1s", mk, true, ttl, lease.WithWait(limit)))
 	}
 	if fair(ctx, c.locker) {
-		out = append(out, leaseWaiter("lease WithFairWait", "lease.Run WithFairWait, a Locker per caller: the store's queue, in arrival order", mk, false, ttl, lease.WithFairWait(limit)))
+		out = append(out, leaseWaiter("lease WithFairWait", "lease.Run WithFairWait, a Locker per caller: the store's line of waiters, in arrival order", mk, false, ttl, lease.WithFairWait(limit)))
 	} else {
-		t.note("%s: lease WithFairWait not measured: this backend keeps no queue (AcquireQueued is unsupported)", c.label)
+		t.note("%s: lease WithFairWait not measured: this store keeps no line of waiters (WithFairWait is unsupported)", c.label)
 	}
 	out = append(out, sharedWaiter("lease WithWait, one Locker", "lease.Run WithWait, every caller on one Locker (one process): callers take turns in the Locker, and only the first asks the store", c.locker, ttl, lease.WithWait(limit)))
 	switch c.kind {

@@ -16,8 +16,8 @@ import (
 
 // deadlineIsConservative: the Deadline is read before the request and ends
 // a drift margin early, on every call that grants or extends a tenure:
-// Acquire and Renew, and the waiting paths' acquisitions (AcquireOrWait,
-// AcquireQueued) where the Locker has them.
+// Acquire and Renew, and the waiting Acquires (woken and fair) where the
+// Locker keeps a line of waiters.
 func deadlineIsConservative(t testing.TB, s *suite) {
 	l := s.locker(t)
 	name := s.name("deadline")

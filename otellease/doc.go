@@ -7,12 +7,22 @@
 //	locker, err := otellease.Wrap(store, otellease.WithBackend("postgres"))
 //
 // The wrapper passes every call through unchanged (same arguments, same
-// results, same errors) and records it on the way out. Without
-// WithMeterProvider and WithTracerProvider it uses the global providers of
-// go.opentelemetry.io/otel, which record nothing until the program installs
-// an SDK with otel.SetMeterProvider and otel.SetTracerProvider (before or
-// after Wrap). The lease module's root package does not import this
-// package or OpenTelemetry: only programs that import otellease link it.
+// results, same errors) and records it on the way out. It implements the
+// optional interfaces lease.Lister, lease.ForceReleaser,
+// lease.BatchRenewer and lease.Waiter exactly when the wrapped Locker
+// does. Without WithMeterProvider and WithTracerProvider it uses the
+// global providers of go.opentelemetry.io/otel, which record nothing until
+// the program installs an SDK with otel.SetMeterProvider and
+// otel.SetTracerProvider (before or after Wrap). The lease module's root
+// package does not import this package or OpenTelemetry: only programs
+// that import otellease link it.
+//
+// Waiting needs no method of the wrapper's: a caller that waits for a busy
+// name (lease.Run with WithWait or WithFairWait) waits through Acquire,
+// whose context carries its place in the line, and the wrapper passes
+// that context on to the wrapped Locker's Acquire. So a wrapped Locker
+// keeps its waiting, woken and fair, and every attempt of a waiting
+// caller, the one that acquires included, is recorded as an acquire.
 //
 // # Metrics
 //
@@ -39,23 +49,20 @@
 //	lease.losses              counter, {loss}   tenures lost, by lease.loss.cause
 //
 // lease.operation is one of acquire, renew, renew_batch, release, inspect,
-// list, force_release, watch, acquire_queued and dequeue (these two are
-// lease.FairAcquirer's), watch_turn and acquire_or_wait (lease.TurnWaiter's).
+// list, force_release and watch.
 // lease.outcome is what the call found:
 //
-//	acquired     Acquire, AcquireQueued or AcquireOrWait started or
-//	             re-entered a tenure
-//	held         Acquire or AcquireOrWait found another owner holding the
-//	             name (ErrHeld), AcquireQueued found a holder or a waiter
-//	             ahead of it; Inspect found a holder
+//	acquired     Acquire started or re-entered a tenure
+//	held         Acquire found another owner holding the name or, in a
+//	             fair wait, another waiter first in line (ErrHeld);
+//	             Inspect found a holder
 //	renewed      Renew or every renewal of a RenewBatch succeeded
 //	lost         Renew or Release found the tenure over (ErrLost); a
 //	             RenewBatch in which at least one tenure was lost
 //	released     Release or ForceRelease ended a tenure
 //	not_held     Inspect or ForceRelease found nobody holding the name
 //	listed       List answered
-//	watching     Watch or WatchTurn is in place
-//	dequeued     Dequeue gave up a place in the queue
+//	watching     Watch is in place
 //	unsupported  the Locker cannot do this (errors.ErrUnsupported)
 //	invalid      the call was refused for a malformed argument (ErrInvalid)
 //	closed       the Locker was closed (ErrClosed)
@@ -83,8 +90,8 @@
 //	              clock or expiry broke the contract)
 //	release_lost  a Release answered ErrLost, likewise before the Deadline
 //	deadline      the tenure's Deadline passed before a renewal of it landed:
-//	              a Renew, Release or re-entrant Acquire (or AcquireQueued)
-//	              began after the Deadline, a Renew's answer arrived after
+//	              a Renew, Release or re-entrant Acquire began after the
+//	              Deadline, a Renew's answer arrived after
 //	              it, or, with no call at all, a metric collection found
 //	              the Deadline past
 //
@@ -114,15 +121,16 @@
 // costs the SDK least; a sampler sees the span's name and kind. The span
 // carries lease.operation, lease.backend, lease.outcome and, where the
 // call has them, lease.name (or lease.name_sha256, see WithHashedNames),
-// lease.owner, lease.token, lease.ttl, lease.slack on a renewal and
-// lease.place on AcquireQueued (all three in seconds). A busy Acquire
-// adds the holder (lease.holder) and its time left (lease.remaining), a
-// waiting AcquireQueued the holder or the waiter ahead; a RenewBatch
-// records lease.batch.size and how many tenures were renewed, lost or
-// failed (lease.batch.renewed, lease.batch.lost, lease.batch.failed)
-// instead of names. A failure sets the status to Error with the error's text as its
-// description, except under WithHashedNames, since the text quotes the
-// name.
+// lease.owner, lease.token, lease.ttl and, on a renewal, lease.slack (both
+// in seconds). A busy Acquire adds the holder (lease.holder, absent when a
+// fair wait found another waiter first in line) and the time left
+// (lease.remaining, in seconds); a RenewBatch records lease.batch.size and
+// how many tenures were renewed, lost or failed (lease.batch.renewed,
+// lease.batch.lost, lease.batch.failed) instead of names. A failure sets
+// the status to Error with the error's text as its description, except
+// under WithHashedNames, since the text quotes the name. A waiting caller
+// makes one lease.acquire span per attempt, each a child of the span in
+// its context.
 //
 // # Cost
 //

@@ -19,8 +19,6 @@ var optionals = []struct{ initial, mixin, fake string }{
 	{"F", "forceReleaser", "withForce"},
 	{"B", "batchRenewer", "withBatch"},
 	{"W", "waiter", "withWatch"},
-	{"Q", "fairAcquirer", "withFair"},
-	{"T", "turnWaiter", "withTurn"},
 }
 
 // combination returns the initials and the method types of combination

@@ -29,7 +29,6 @@ const (
 	keyOwner      = attribute.Key("lease.owner")
 	keyToken      = attribute.Key("lease.token")
 	keyTTL        = attribute.Key("lease.ttl")
-	keyPlace      = attribute.Key("lease.place")
 	keySlack      = attribute.Key("lease.slack")
 	keyHolder     = attribute.Key("lease.holder")
 	keyRemaining  = attribute.Key("lease.remaining")
@@ -61,14 +60,10 @@ const (
 	opList
 	opForceRelease
 	opWatch
-	opAcquireQueued
-	opDequeue
-	opWatchTurn
-	opAcquireOrWait
 	numOps
 )
 
-var opNames = [numOps]string{"acquire", "renew", "renew_batch", "release", "inspect", "list", "force_release", "watch", "acquire_queued", "dequeue", "watch_turn", "acquire_or_wait"}
+var opNames = [numOps]string{"acquire", "renew", "renew_batch", "release", "inspect", "list", "force_release", "watch"}
 
 // spanNames are the span names, "lease." + the operation.
 var spanNames = func() (n [numOps]string) {

@@ -48,9 +48,10 @@ func (c *core) quiet(ctx context.Context, span trace.Span) bool {
 	return !span.IsRecording() && !c.inst.duration.Enabled(ctx) && !c.inst.slack.Enabled(ctx) && !c.tracking(ctx)
 }
 
-// maxSpanAttrs is the most attributes a call gives its span: operation
-// and backend, AcquireQueued's six, outcome and error.type.
-const maxSpanAttrs = 10
+// maxSpanAttrs is the most attributes a call gives its span: operation,
+// backend and outcome, and five of the call's (a Renew's, a busy
+// Acquire's) or, for a failure, four and error.type.
+const maxSpanAttrs = 8
 
 // spanBuf is where a call gathers its span's attributes, to set them in
 // one SetAttributes call when it ends. It is not recycled: a
@@ -110,7 +111,9 @@ func tokenAttr(t uint64) attribute.KeyValue {
 
 func seconds(k attribute.Key, d time.Duration) attribute.KeyValue { return k.Float64(d.Seconds()) }
 
-// Acquire implements lease.Locker.
+// Acquire implements lease.Locker. A waiting caller's Acquire (lease.Run
+// with WithWait or WithFairWait) carries its place in the line in ctx,
+// which the wrapped Locker's Acquire gets: each attempt is recorded here.
 func (c *core) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (lease.Lease, error) {
 	ctx, span := c.start(ctx, opAcquire)
 	if c.quiet(ctx, span) {
@@ -121,13 +124,6 @@ func (c *core) Acquire(ctx context.Context, name, owner string, ttl time.Duratio
 	start := time.Now()
 	l, err := c.l.Acquire(ctx, name, owner, ttl)
 	end := time.Now()
-	c.granted(ctx, span, opAcquire, attrs, name, owner, ttl, l, err, start, end)
-	return l, err
-}
-
-// granted records an Acquire or AcquireQueued that began at start and
-// returned l and err at end, and ends its span.
-func (c *core) granted(ctx context.Context, span trace.Span, o op, attrs *spanBuf, name, owner string, ttl time.Duration, l lease.Lease, err error, start, end time.Time) {
 	out := classify(err, outAcquired)
 	if err == nil {
 		c.settle(ctx, tenureKey{l.Name, l.Token}, evGranted, l.Deadline, start, end, 0)
@@ -139,48 +135,16 @@ func (c *core) granted(ctx context.Context, span trace.Span, o op, attrs *spanBu
 		case err == nil:
 			attrs.add(tokenAttr(l.Token))
 		case out == outHeld && errors.As(err, &he):
-			attrs.add(keyHolder.String(he.Owner), seconds(keyRemaining, he.Remaining))
+			// No Owner: a fair wait's answer that another waiter is
+			// first in line for a free name.
+			if he.Owner != "" {
+				attrs.add(keyHolder.String(he.Owner))
+			}
+			attrs.add(seconds(keyRemaining, he.Remaining))
 		}
 	}
-	c.finish(ctx, span, o, out, err, end.Sub(start), attrs)
-}
-
-// acquireQueued implements lease.FairAcquirer for the wrappers whose
-// Locker is one: recorded as Acquire is, with the place's length.
-func (c *core) acquireQueued(ctx context.Context, name, owner string, ttl, place time.Duration) (lease.Lease, error) {
-	ctx, span := c.start(ctx, opAcquireQueued)
-	if c.quiet(ctx, span) {
-		defer span.End()
-		return c.l.(lease.FairAcquirer).AcquireQueued(ctx, name, owner, ttl, place)
-	}
-	attrs := spanAttrs(span)
-	start := time.Now()
-	l, err := c.l.(lease.FairAcquirer).AcquireQueued(ctx, name, owner, ttl, place)
-	end := time.Now()
-	if attrs != nil {
-		attrs.add(seconds(keyPlace, place))
-	}
-	c.granted(ctx, span, opAcquireQueued, attrs, name, owner, ttl, l, err, start, end)
+	c.finish(ctx, span, opAcquire, out, err, end.Sub(start), attrs)
 	return l, err
-}
-
-// dequeue implements lease.FairAcquirer for the wrappers whose Locker is
-// one.
-func (c *core) dequeue(ctx context.Context, name, owner string) error {
-	ctx, span := c.start(ctx, opDequeue)
-	if c.quiet(ctx, span) {
-		defer span.End()
-		return c.l.(lease.FairAcquirer).Dequeue(ctx, name, owner)
-	}
-	attrs := spanAttrs(span)
-	start := time.Now()
-	err := c.l.(lease.FairAcquirer).Dequeue(ctx, name, owner)
-	took := time.Since(start)
-	if attrs != nil {
-		attrs.add(c.nameAttr(name), keyOwner.String(owner))
-	}
-	c.finish(ctx, span, opDequeue, classify(err, outDequeued), err, took, attrs)
-	return err
 }
 
 // Renew implements lease.Locker.
@@ -370,47 +334,20 @@ func (c *core) renewBatch(ctx context.Context, reqs []lease.RenewRequest) []leas
 // watch implements lease.Waiter for the wrappers whose Locker is one. The
 // span covers setting the watch up, not its life.
 func (c *core) watch(ctx context.Context, name string) (lease.Watch, error) {
-	return c.watchWith(ctx, opWatch, name, c.l.(lease.Waiter).Watch)
-}
-
-// watchTurn implements lease.TurnWaiter for the wrappers whose Locker is
-// one: recorded as Watch is.
-func (c *core) watchTurn(ctx context.Context, name string) (lease.Watch, error) {
-	return c.watchWith(ctx, opWatchTurn, name, c.l.(lease.TurnWaiter).WatchTurn)
-}
-
-// watchWith records a Watch or WatchTurn, o, made by watch.
-func (c *core) watchWith(ctx context.Context, o op, name string, watch func(context.Context, string) (lease.Watch, error)) (lease.Watch, error) {
-	sctx, span := c.start(ctx, o)
+	sctx, span := c.start(ctx, opWatch)
 	if c.quiet(ctx, span) {
 		defer span.End()
-		return watch(ctx, name)
+		return c.l.(lease.Waiter).Watch(ctx, name)
 	}
 	attrs := spanAttrs(span)
 	start := time.Now()
 	// The watch lives on ctx, not on the span's context: a span that
 	// ended long ago must not be the parent of whatever the watch does.
-	w, err := watch(ctx, name)
+	w, err := c.l.(lease.Waiter).Watch(ctx, name)
 	took := time.Since(start)
 	if attrs != nil {
 		attrs.add(c.nameAttr(name))
 	}
-	c.finish(sctx, span, o, classify(err, outWatching), err, took, attrs)
+	c.finish(sctx, span, opWatch, classify(err, outWatching), err, took, attrs)
 	return w, err
-}
-
-// acquireOrWait implements lease.TurnWaiter for the wrappers whose Locker
-// is one: recorded as Acquire is.
-func (c *core) acquireOrWait(ctx context.Context, name, owner string, ttl time.Duration) (lease.Lease, error) {
-	ctx, span := c.start(ctx, opAcquireOrWait)
-	if c.quiet(ctx, span) {
-		defer span.End()
-		return c.l.(lease.TurnWaiter).AcquireOrWait(ctx, name, owner, ttl)
-	}
-	attrs := spanAttrs(span)
-	start := time.Now()
-	l, err := c.l.(lease.TurnWaiter).AcquireOrWait(ctx, name, owner, ttl)
-	end := time.Now()
-	c.granted(ctx, span, opAcquireOrWait, attrs, name, owner, ttl, l, err, start, end)
-	return l, err
 }

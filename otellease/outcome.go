@@ -22,7 +22,6 @@ const (
 	outNotHeld
 	outListed
 	outWatching
-	outDequeued
 	outUnsupported
 	// The failures, from here on.
 	outInvalid
@@ -34,7 +33,7 @@ const (
 )
 
 var outcomeNames = [numOutcomes]string{
-	"acquired", "held", "renewed", "lost", "released", "not_held", "listed", "watching", "dequeued", "unsupported",
+	"acquired", "held", "renewed", "lost", "released", "not_held", "listed", "watching", "unsupported",
 	"invalid", "closed", "error", "error", "error",
 }
 

@@ -115,19 +115,6 @@ func TestOutcomesOnMemory(t *testing.T) {
 				wantErr(t, err, lease.ErrHeld)
 			},
 			span: map[string]string{"lease.owner": "owner-b", "lease.holder": "owner-a", "lease.remaining": "*"}},
-		{name: "queued acquire of a busy name", op: "acquire_queued", outcome: "held",
-			call: func(t *testing.T) {
-				_, err := w.(lease.FairAcquirer).AcquireQueued(ctx, "job/a", "owner-q", time.Minute, time.Second)
-				wantErr(t, err, lease.ErrHeld)
-			},
-			span: map[string]string{"lease.name": "job/a", "lease.owner": "owner-q", "lease.place": "1", "lease.holder": "owner-a"}},
-		{name: "dequeue", op: "dequeue", outcome: "dequeued",
-			call: func(t *testing.T) {
-				if err := w.(lease.FairAcquirer).Dequeue(ctx, "job/a", "owner-q"); err != nil {
-					t.Fatal(err)
-				}
-			},
-			span: map[string]string{"lease.name": "job/a", "lease.owner": "owner-q"}},
 		{name: "acquire with a bad ttl", op: "acquire", outcome: "invalid", errType: "invalid",
 			call: func(t *testing.T) {
 				_, err := w.Acquire(ctx, "job/a", "owner-b", 0)
@@ -224,11 +211,6 @@ func TestOutcomesOnMemory(t *testing.T) {
 				}
 			},
 			span: map[string]string{"lease.name": "job/a", "lease.owner": "owner-a", "lease.token": "1"}},
-		{name: "queued acquire of a free name", op: "acquire_queued", outcome: "acquired",
-			call: func(t *testing.T) {
-				must(w.(lease.FairAcquirer).AcquireQueued(ctx, "job/a", "owner-q", time.Minute, time.Second))(t)
-			},
-			span: map[string]string{"lease.name": "job/a", "lease.owner": "owner-q", "lease.token": "*", "lease.ttl": "60"}},
 	})
 
 	closed := r.wrap(t, store.Share())
@@ -280,5 +262,35 @@ func TestOutcomesOfAFailingStore(t *testing.T) {
 	_, _ = w.Acquire(ctx, "job", "me", time.Minute)
 	if s := r.span(t, "lease.acquire"); s.Status.Description != down.Error() {
 		t.Errorf("status description %q, want the error's text %q", s.Status.Description, down.Error())
+	}
+}
+
+// busy is a Locker whose Acquire always finds the name busy, held by
+// holder; with no holder, it answers as a fair wait does when another
+// waiter is first in line for a free name. It keeps no line of waiters.
+type busy struct {
+	failing
+	holder string
+}
+
+func (b busy) Acquire(_ context.Context, name, _ string, _ time.Duration) (lease.Lease, error) {
+	return lease.Lease{}, &lease.HeldError{Name: name, Owner: b.holder, Remaining: time.Second}
+}
+
+// A busy answer without a holder (another waiter is first in line) is
+// outcome held, with the time left but no lease.holder.
+func TestBusyWithoutHolder(t *testing.T) {
+	r := newRig(t)
+	w := r.wrap(t, busy{failing: failing{errors.New("unused")}}, otellease.WithBackend("memory"))
+	runSteps(t, r, "memory", []step{
+		{name: "acquire behind another waiter", op: "acquire", outcome: "held",
+			call: func(t *testing.T) {
+				_, err := w.Acquire(t.Context(), "job", "me", time.Minute)
+				wantErr(t, err, lease.ErrHeld)
+			},
+			span: map[string]string{"lease.name": "job", "lease.owner": "me", "lease.remaining": "1"}},
+	})
+	if s := r.span(t, "lease.acquire"); hasAttr(s, "lease.holder") {
+		t.Errorf("span has lease.holder %q, want none", attr(s, "lease.holder"))
 	}
 }

@@ -3,6 +3,8 @@ package otellease_test
 import (
 	"context"
 	"errors"
+	"slices"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -10,11 +12,14 @@ import (
 	"go.opentelemetry.io/otel"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/leasekit/lease"
 	"github.com/leasekit/lease/backend/memory"
 	"github.com/leasekit/lease/conformance"
+	"github.com/leasekit/lease/internal/line"
 	"github.com/leasekit/lease/otellease"
 )
 
@@ -146,31 +151,185 @@ func TestRunLosesOnce(t *testing.T) {
 	})
 }
 
-// lease.Run's WithFairWait needs a FairAcquirer: over a wrapped memory
-// Locker it queues, and gets the name when its holder lets go.
+// lease.Run's WithFairWait works through wrappers: over two wrapped
+// Lockers of one memory store, the waiters get the name in the order they
+// came, each woken when the name is freed for it, and every attempt is an
+// Acquire that the wrapper records.
 func TestRunFairWait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newRig(t)
-		w := r.wrap(t, memory.New())
+		store := memory.New()
 		ctx := t.Context()
-		holder := must(w.Acquire(ctx, "job", "holder", 10*time.Second))(t)
-		time.AfterFunc(2*time.Second, func() { _ = w.Release(ctx, holder) })
-		ran := false
-		err := lease.Run(ctx, w, "job", 10*time.Second, func(context.Context) error {
-			ran = true
-			return nil
-		}, lease.WithFairWait(time.Minute))
-		if err != nil || !ran {
-			t.Fatalf("Run with WithFairWait: %v (ran: %v)", err, ran)
+		holder := must(store.Acquire(ctx, "job", "holder", time.Minute))(t)
+		start := time.Now()
+		var (
+			mu    sync.Mutex
+			order []string
+			got   = map[string]time.Duration{}
+		)
+		var wg sync.WaitGroup
+		wait := func(owner string, after time.Duration) {
+			w := r.wrap(t, store.Share())
+			wg.Go(func() {
+				time.Sleep(after)
+				err := lease.Run(ctx, w, "job", 10*time.Second, func(context.Context) error {
+					mu.Lock()
+					order = append(order, owner)
+					got[owner] = time.Since(start)
+					mu.Unlock()
+					time.Sleep(time.Second)
+					return nil
+				}, lease.WithFairWait(time.Minute), lease.WithOwner(owner))
+				if err != nil {
+					t.Errorf("Run of %s with WithFairWait: %v", owner, err)
+				}
+			})
+		}
+		wait("first", 0)
+		wait("second", time.Second)
+		time.Sleep(3 * time.Second)
+		if err := store.Release(ctx, holder); err != nil {
+			t.Fatal(err)
+		}
+		wg.Wait()
+		if !slices.Equal(order, []string{"first", "second"}) {
+			t.Fatalf("the waiters got the name in the order %v, want first, second", order)
+		}
+		// Woken, not polled: each got the name the moment it was freed
+		// for it (attempts not woken come every 2s, a quarter of the ttl).
+		if got["first"] != 3*time.Second || got["second"] != 4*time.Second {
+			t.Errorf("first got the name after %v, second after %v; want 3s and 4s", got["first"], got["second"])
 		}
 		ms := r.collect(t)
-		if n := histCount(t, ms, "lease.operation.duration", kv("lease.operation", "acquire_queued"), kv("lease.outcome", "held")); n == 0 {
-			t.Errorf("no queued acquire found the name held")
+		if n := histCount(t, ms, "lease.operation.duration", kv("lease.operation", "acquire"), kv("lease.outcome", "held")); n < 2 {
+			t.Errorf("%d waiting attempts found the name held, want at least one of each waiter", n)
 		}
-		if n := histCount(t, ms, "lease.operation.duration", kv("lease.operation", "acquire_queued"), kv("lease.outcome", "acquired")); n != 1 {
-			t.Errorf("%d queued acquires got the name, want 1", n)
+		if n := histCount(t, ms, "lease.operation.duration", kv("lease.operation", "acquire"), kv("lease.outcome", "acquired")); n != 2 {
+			t.Errorf("%d attempts got the name, want 2", n)
+		}
+		for _, owner := range []string{"first", "second"} {
+			var held, acquired int
+			for _, s := range r.spans.GetSpans() {
+				if s.Name != "lease.acquire" || attr(s, "lease.owner") != owner {
+					continue
+				}
+				switch attr(s, "lease.outcome") {
+				case "held":
+					held++
+				case "acquired":
+					acquired++
+					if at := s.StartTime.Sub(start); at != got[owner] {
+						t.Errorf("%s's acquiring span started after %v, want %v", owner, at, got[owner])
+					}
+				}
+			}
+			if held == 0 || acquired != 1 {
+				t.Errorf("%s: %d lease.acquire spans held and %d acquired, want some and 1", owner, held, acquired)
+			}
 		}
 	})
+}
+
+// attempts is a memory Locker that notes, for each Acquire, whether its
+// context carried a waiter's place (internal/line) and the span it was
+// called under.
+type attempts struct {
+	*memory.Locker
+	mu    sync.Mutex
+	calls []attempt
+}
+
+type attempt struct {
+	waiting bool
+	span    trace.SpanID
+}
+
+func (a *attempts) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (lease.Lease, error) {
+	a.mu.Lock()
+	a.calls = append(a.calls, attempt{line.FromContext(ctx) != nil, trace.SpanContextFromContext(ctx).SpanID()})
+	a.mu.Unlock()
+	return a.Locker.Acquire(ctx, name, owner, ttl)
+}
+
+// lease.Run's waiting does not bypass a wrapper's Acquire: every attempt
+// of a Run that waits goes through the wrapper, with the waiter's place in
+// its context, to the wrapped Locker's Acquire, which keeps its line (the
+// waiter is woken by the release), and each attempt, the acquiring one
+// included, is recorded as an acquire span.
+func TestRunWaitGoesThroughAcquire(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t)
+		store := memory.New()
+		ctx := t.Context()
+		holder := must(store.Acquire(ctx, "job", "holder", time.Minute))(t)
+		inner := &attempts{Locker: store.Share()}
+		w := r.wrap(t, inner)
+		start := time.Now()
+		time.AfterFunc(5*time.Second, func() { _ = store.Release(ctx, holder) })
+		var ranAt time.Duration
+		err := lease.Run(ctx, w, "job", 10*time.Second, func(context.Context) error {
+			ranAt = time.Since(start)
+			return nil
+		}, lease.WithWait(time.Minute), lease.WithOwner("waiter"))
+		if err != nil {
+			t.Fatalf("Run with WithWait: %v", err)
+		}
+		// Attempts not woken come every 2s (a quarter of the ttl): at 0,
+		// 2s and 4s the name was held, and the release at 5s woke the
+		// waiter.
+		if ranAt != 5*time.Second {
+			t.Errorf("Run got the name after %v, want 5s: the release should wake it", ranAt)
+		}
+		var spans []tracetest.SpanStub
+		for _, s := range r.spans.GetSpans() {
+			if s.Name == "lease.acquire" {
+				spans = append(spans, s)
+			}
+		}
+		if len(spans) != len(inner.calls) || len(spans) < 2 {
+			t.Fatalf("%d lease.acquire spans for %d Acquires of the wrapped Locker, want one each, at least 2", len(spans), len(inner.calls))
+		}
+		for i, c := range inner.calls {
+			s := spans[i]
+			if !c.waiting {
+				t.Errorf("attempt %d reached the wrapped Locker without the waiter's place in its context", i)
+			}
+			if c.span != s.SpanContext.SpanID() {
+				t.Errorf("attempt %d was not made under its lease.acquire span", i)
+			}
+			want := map[string]string{"lease.name": "job", "lease.owner": "waiter", "lease.outcome": "held", "lease.holder": "holder"}
+			if i == len(inner.calls)-1 {
+				want = map[string]string{"lease.name": "job", "lease.owner": "waiter", "lease.outcome": "acquired", "lease.token": "*"}
+				if at := s.StartTime.Sub(start); at != 5*time.Second {
+					t.Errorf("the acquiring attempt started after %v, want 5s", at)
+				}
+			}
+			checkSpan(t, s, want, false)
+		}
+		ms := r.collect(t)
+		if n := histCount(t, ms, "lease.operation.duration", kv("lease.operation", "acquire"), kv("lease.outcome", "held")); n != uint64(len(spans)-1) {
+			t.Errorf("%d acquire measurements held, want %d", n, len(spans)-1)
+		}
+		if n := histCount(t, ms, "lease.hold.duration", kv("lease.outcome", "released")); n != 1 {
+			t.Errorf("lease.hold.duration{released} has %d measurements, want 1: the waited-for tenure is followed", n)
+		}
+	})
+}
+
+// A wrapper does not pretend to keep a line of waiters: over a Locker
+// that keeps none, lease.Run's WithFairWait fails with an error matching
+// errors.ErrUnsupported after one recorded attempt.
+func TestRunFairWaitNeedsALine(t *testing.T) {
+	r := newRig(t)
+	w := r.wrap(t, busy{failing{errors.New("unused")}, "holder"})
+	err := lease.Run(t.Context(), w, "job", 10*time.Second, func(context.Context) error {
+		t.Error("fn ran")
+		return nil
+	}, lease.WithFairWait(time.Minute))
+	if !errors.Is(err, errors.ErrUnsupported) {
+		t.Fatalf("Run with WithFairWait over a Locker without a line: %v, want an error matching errors.ErrUnsupported", err)
+	}
+	checkSpan(t, r.span(t, "lease.acquire"), map[string]string{"lease.outcome": "held", "lease.holder": "holder"}, false)
 }
 
 // stalled is a memory Locker whose renewals fail, as a store that has

@@ -81,8 +81,9 @@ func keys(ms map[string]metricdata.Metrics) []string {
 }
 
 // lease.held counts the tenures held through the wrapper: a re-entrant
-// Acquire is the same tenure, a release ends it, and tenures acquired
-// without the wrapper are not counted.
+// Acquire is the same tenure, a release ends it, one that lease.Run
+// waited for counts as any other, and tenures acquired without the
+// wrapper are not counted.
 func TestHeld(t *testing.T) {
 	r := newRig(t)
 	store := memory.New()
@@ -97,12 +98,16 @@ func TestHeld(t *testing.T) {
 	must(w.Acquire(ctx, "a", "me", time.Minute))(t) // re-entrant: the same tenure
 	b := must(w.Acquire(ctx, "b", "me", time.Minute))(t)
 	must(store.Acquire(ctx, "c", "me", time.Minute))(t) // not through the wrapper
-	q := must(w.(lease.FairAcquirer).AcquireQueued(ctx, "q", "me", time.Minute, time.Second))(t)
-	if n := held(); n != 3 {
-		t.Fatalf("lease.held = %d with a, b and q held, want 3", n)
-	}
-	if err := w.Release(ctx, q); err != nil {
-		t.Fatal(err)
+	// A tenure that lease.Run takes by waiting, through the wrapper's
+	// Acquire, is followed too, until Run releases it.
+	err := lease.Run(ctx, w, "q", time.Minute, func(context.Context) error {
+		if n := held(); n != 3 {
+			t.Errorf("lease.held = %d with a, b and q held, want 3", n)
+		}
+		return nil
+	}, lease.WithFairWait(time.Minute))
+	if err != nil {
+		t.Fatalf("Run: %v", err)
 	}
 	if err := w.Release(ctx, a); err != nil {
 		t.Fatal(err)
@@ -113,7 +118,7 @@ func TestHeld(t *testing.T) {
 	if _, err := w.(lease.ForceReleaser).ForceRelease(ctx, "b"); err != nil {
 		t.Fatal(err)
 	}
-	_, err := w.Renew(ctx, b, time.Minute)
+	_, err = w.Renew(ctx, b, time.Minute)
 	wantErr(t, err, lease.ErrLost)
 	ms := r.collect(t)
 	if n := sumValue(t, ms, "lease.held"); n != 0 {

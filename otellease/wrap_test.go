@@ -21,16 +21,12 @@ var (
 	errForceReached = errors.New("fake ForceRelease reached")
 	errBatchReached = errors.New("fake RenewBatch reached")
 	errWatchReached = errors.New("fake Watch reached")
-	errFairReached  = errors.New("fake AcquireQueued reached")
-	errTurnReached  = errors.New("fake WatchTurn or AcquireOrWait reached")
 )
 
 type withList struct{}
 type withForce struct{}
 type withBatch struct{}
 type withWatch struct{}
-type withFair struct{}
-type withTurn struct{}
 
 func (withList) List(context.Context, string) ([]lease.Lease, error) { return nil, errListReached }
 func (withForce) ForceRelease(context.Context, string) (lease.Lease, error) {
@@ -44,14 +40,6 @@ func (withBatch) RenewBatch(_ context.Context, reqs []lease.RenewRequest) []leas
 	return out
 }
 func (withWatch) Watch(context.Context, string) (lease.Watch, error) { return nil, errWatchReached }
-func (withFair) AcquireQueued(context.Context, string, string, time.Duration, time.Duration) (lease.Lease, error) {
-	return lease.Lease{}, errFairReached
-}
-func (withFair) Dequeue(context.Context, string, string) error          { return errFairReached }
-func (withTurn) WatchTurn(context.Context, string) (lease.Watch, error) { return nil, errTurnReached }
-func (withTurn) AcquireOrWait(context.Context, string, string, time.Duration) (lease.Lease, error) {
-	return lease.Lease{}, errTurnReached
-}
 
 // lockerOnly is a lease.Locker and nothing more: an interface field
 // promotes only the interface's methods (failing's Watch stays hidden).
@@ -72,15 +60,6 @@ func interfaces(l lease.Locker) (bits int) {
 	if _, ok := l.(lease.Waiter); ok {
 		bits |= 8
 	}
-	if _, ok := l.(lease.FairAcquirer); ok {
-		bits |= 16
-	}
-	if _, ok := l.(interface {
-		WatchTurn(context.Context, string) (lease.Watch, error)
-		AcquireOrWait(context.Context, string, string, time.Duration) (lease.Lease, error)
-	}); ok {
-		bits |= 32
-	}
 	return bits
 }
 
@@ -91,11 +70,11 @@ func TestWrapperKeepsOptionalInterfaces(t *testing.T) {
 	ctx := t.Context()
 	for bits, inner := range fakes {
 		if got := interfaces(inner); got != bits {
-			t.Fatalf("fake %d (%T) has interfaces %06b, want %06b", bits, inner, got, bits)
+			t.Fatalf("fake %d (%T) has interfaces %04b, want %04b", bits, inner, got, bits)
 		}
 		w := r.wrap(t, inner)
 		if got := interfaces(w); got != bits {
-			t.Errorf("Wrap(%T) has interfaces %06b, want %06b", inner, got, bits)
+			t.Errorf("Wrap(%T) has interfaces %04b, want %04b", inner, got, bits)
 		}
 		if u := w.(interface{ Unwrap() lease.Locker }).Unwrap(); u != inner {
 			t.Errorf("Wrap(%T).Unwrap() = %T, want the wrapped Locker", inner, u)
@@ -120,26 +99,10 @@ func TestWrapperKeepsOptionalInterfaces(t *testing.T) {
 				t.Errorf("Wrap(%T).Watch: %v", inner, err)
 			}
 		}
-		if tw, ok := w.(lease.TurnWaiter); ok {
-			if _, err := tw.WatchTurn(ctx, "x"); !errors.Is(err, errTurnReached) {
-				t.Errorf("Wrap(%T).WatchTurn: %v", inner, err)
-			}
-			if _, err := tw.AcquireOrWait(ctx, "x", "me", time.Minute); !errors.Is(err, errTurnReached) {
-				t.Errorf("Wrap(%T).AcquireOrWait: %v", inner, err)
-			}
-		}
-		if fa, ok := w.(lease.FairAcquirer); ok {
-			if _, err := fa.AcquireQueued(ctx, "x", "me", time.Minute, time.Second); !errors.Is(err, errFairReached) {
-				t.Errorf("Wrap(%T).AcquireQueued: %v", inner, err)
-			}
-			if err := fa.Dequeue(ctx, "x", "me"); !errors.Is(err, errFairReached) {
-				t.Errorf("Wrap(%T).Dequeue: %v", inner, err)
-			}
-		}
 	}
-	// The backends' Lockers have all six.
-	if got := interfaces(r.wrap(t, memory.New())); got != 63 {
-		t.Errorf("a wrapped memory Locker has interfaces %06b, want all six", got)
+	// The backends' Lockers have all four.
+	if got := interfaces(r.wrap(t, memory.New())); got != 15 {
+		t.Errorf("a wrapped memory Locker has interfaces %04b, want all four", got)
 	}
 }
 
