@@ -78,3 +78,21 @@ type Watch interface {
 	// more than once.
 	Stop()
 }
+
+// Can reports whether l can do what the optional interface I promises (I
+// is Lister, ForceReleaser, Waiter or BatchRenewer), as its store can. A
+// type assertion says which methods a Locker has; Can says whether they
+// work: the SQL backend's Locker has Watch on every database, but only
+// PostgreSQL with a Listener can watch. Can is true when l implements I
+// and, when l has a method Can(p any) bool (every Locker of this module,
+// and wrappers such as otellease, which pass the question on), that
+// method says yes to a nil *I.
+func Can[I any](l Locker) bool {
+	if _, ok := l.(I); !ok {
+		return false
+	}
+	if c, ok := l.(interface{ Can(p any) bool }); ok {
+		return c.Can((*I)(nil))
+	}
+	return true
+}

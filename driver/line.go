@@ -71,10 +71,8 @@ const stopMarkTimeout = time.Second
 // fair wait fails at once: fairness cannot be had.
 func (l *Locker) acquireInLine(ctx context.Context, w *line.Wait, name, owner string, ttl time.Duration) (lease.Lease, error) {
 	const op = "acquire"
-	s, ok := l.store.(TurnWatcher)
-	if ok && l.lines.noLine.Load() {
-		ok = false
-	}
+	s, _ := l.store.(TurnWatcher)
+	ok := storeCan[TurnWatcher](l.store) && !l.lines.noLine.Load()
 	if ok {
 		n, head, err := l.lines.join(ctx, l, s, w, name)
 		switch {

@@ -29,8 +29,9 @@ import (
 //
 // Backends embed a *Locker in their own Locker type and add what is theirs
 // (constructors, options, store-specific methods). Locker also implements
-// lease.Lister and lease.ForceReleaser; when the Store does not implement
-// the matching interface of this package, those methods return an error
+// lease.Lister, lease.ForceReleaser, lease.Waiter and lease.BatchRenewer;
+// lease.Can (through the Locker's Can) says which of them work, as the
+// Store can (see Capable), and the ones that do not return an error
 // matching errors.ErrUnsupported.
 type Locker struct {
 	prefix string
@@ -189,7 +190,7 @@ func (l *Locker) Inspect(ctx context.Context, name string) (lease.Lease, error) 
 func (l *Locker) List(ctx context.Context, prefix string) ([]lease.Lease, error) {
 	const op = "list"
 	s, ok := l.store.(Lister)
-	if !ok {
+	if !ok || !storeCan[Lister](l.store) {
 		return nil, fmt.Errorf("%s: %s: %w", l.prefix, op, errors.ErrUnsupported)
 	}
 	if err := l.begin(ctx); err != nil {
@@ -217,7 +218,7 @@ func (l *Locker) List(ctx context.Context, prefix string) ([]lease.Lease, error)
 func (l *Locker) ForceRelease(ctx context.Context, name string) (lease.Lease, error) {
 	const op = "force release"
 	s, ok := l.store.(ForceReleaser)
-	if !ok {
+	if !ok || !storeCan[ForceReleaser](l.store) {
 		return lease.Lease{}, fmt.Errorf("%s: %s: %w", l.prefix, op, errors.ErrUnsupported)
 	}
 	if err := CheckName(name); err != nil {
@@ -240,7 +241,7 @@ func (l *Locker) ForceRelease(ctx context.Context, name string) (lease.Lease, er
 // an error matching errors.ErrUnsupported when the Store is not one.
 func (l *Locker) Watch(ctx context.Context, name string) (lease.Watch, error) {
 	s, ok := l.store.(Watcher)
-	return l.watch(ctx, "watch", name, ok, func() (lease.Watch, error) { return s.Watch(ctx, name) })
+	return l.watch(ctx, "watch", name, ok && storeCan[Watcher](l.store), func() (lease.Watch, error) { return s.Watch(ctx, name) })
 }
 
 // watch makes a Watch or turn Watch of name with start, with the checks
@@ -388,4 +389,34 @@ func ctxErr(ctx context.Context) error {
 		return context.DeadlineExceeded
 	}
 	return nil
+}
+
+// Can answers lease.Can: whether the Locker can do what the optional
+// interface that p points to promises (*lease.Lister, *lease.ForceReleaser,
+// *lease.Waiter, *lease.BatchRenewer), as its Store can. RenewBatch always
+// works (one renewal at a time without a BatchRenewer Store).
+func (l *Locker) Can(p any) bool {
+	switch p.(type) {
+	case *lease.Lister:
+		return storeCan[Lister](l.store)
+	case *lease.ForceReleaser:
+		return storeCan[ForceReleaser](l.store)
+	case *lease.Waiter:
+		return storeCan[Watcher](l.store)
+	case *lease.BatchRenewer:
+		return true
+	}
+	return false
+}
+
+// storeCan reports whether s implements I and, if it is Capable, says it
+// can.
+func storeCan[I any](s Store) bool {
+	if _, ok := s.(I); !ok {
+		return false
+	}
+	if c, ok := s.(Capable); ok {
+		return c.Can((*I)(nil))
+	}
+	return true
 }

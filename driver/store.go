@@ -71,6 +71,17 @@ type Store interface {
 	Close() error
 }
 
+// Capable is a Store whose optional interfaces depend on how it was
+// opened (the SQL store can watch only with a PostgreSQL Listener). The
+// Locker asks Can before it uses one, and answers lease.Can from it:
+// Can(p) reports whether the Store can do what the interface that p (a
+// nil pointer: *Watcher, *TurnWatcher, *Lister, *ForceReleaser,
+// *BatchRenewer) points to promises. A Store that is not Capable can do
+// all that it implements.
+type Capable interface {
+	Can(p any) bool
+}
+
 // Lister is a Store that can list tenures; the Locker's List uses it.
 type Lister interface {
 	// List returns the unexpired tenures whose names start with prefix
