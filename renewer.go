@@ -344,7 +344,7 @@ func (r *renewer) renew(chunk []*renewJob) {
 // renewAll renews reqs on l: in one call when l is a BatchRenewer, else a
 // few Renew calls at a time.
 func renewAll(ctx context.Context, l Locker, reqs []RenewRequest) []RenewResult {
-	if br, ok := l.(BatchRenewer); ok {
+	if br, ok := l.(BatchRenewer); ok && Can[BatchRenewer](l) {
 		if res := br.RenewBatch(ctx, reqs); len(res) == len(reqs) {
 			return res
 		}

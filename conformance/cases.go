@@ -93,6 +93,7 @@ var cases = []testCase{
 	// Close.
 	{name: "a closed locker refuses every call with ErrClosed", contract: "close", fn: closedLockerRefuses},
 	// The optional interfaces, where the Locker implements them.
+	{name: "lease.Can says an optional interface works exactly when it does", contract: "can", fn: canTellsTheTruth},
 	{name: "list returns the held tenures under a prefix in name order", contract: "lister", fn: listUnderPrefix, waits: 1},
 	{name: "force release ends any tenure and keeps token order", contract: "force-release", fn: forceRelease},
 	{name: "a watch wakes when the name is released or force-released", contract: "waiter", fn: watchWakesOnRelease},

@@ -206,3 +206,67 @@ func watchWakes(t testing.TB, s *suite, l, other lease.Locker, label string) {
 	watch.Stop()
 	watch.Stop()
 }
+
+// canTellsTheTruth: lease.Can says yes to an optional interface exactly
+// when its methods work, and no exactly when they report
+// errors.ErrUnsupported, so a caller can ask before it offers an
+// operation (an operator's command, a watch).
+func canTellsTheTruth(t testing.TB, s *suite) {
+	l := s.locker(t)
+	ctx := t.Context()
+	name := s.name("can")
+	check := func(iface string, can, has bool, err error) {
+		t.Helper()
+		switch {
+		case !has && can:
+			t.Errorf("lease.Can[lease.%s] is true, but the Locker (%T) does not implement it", iface, l)
+		case !has:
+		case can && errors.Is(err, errors.ErrUnsupported):
+			t.Errorf("lease.Can[lease.%s] is true, but its method reports errors.ErrUnsupported: %v", iface, err)
+		case !can && !errors.Is(err, errors.ErrUnsupported):
+			t.Errorf("lease.Can[lease.%s] is false, but its method did not report errors.ErrUnsupported (err = %v)", iface, err)
+		}
+	}
+	{
+		lister, has := l.(lease.Lister)
+		var err error
+		if has {
+			_, err = lister.List(ctx, name)
+		}
+		check("Lister", lease.Can[lease.Lister](l), has, err)
+	}
+	{
+		fr, has := l.(lease.ForceReleaser)
+		var err error
+		if has {
+			if _, err = fr.ForceRelease(ctx, name); errors.Is(err, lease.ErrNotHeld) {
+				err = nil
+			}
+		}
+		check("ForceReleaser", lease.Can[lease.ForceReleaser](l), has, err)
+	}
+	{
+		w, has := l.(lease.Waiter)
+		var err error
+		if has {
+			var watch lease.Watch
+			if watch, err = w.Watch(ctx, name); err == nil {
+				watch.Stop()
+			}
+		}
+		check("Waiter", lease.Can[lease.Waiter](l), has, err)
+	}
+	{
+		br, has := l.(lease.BatchRenewer)
+		var err error
+		if has {
+			held, _ := s.acquire(t, l, name, "owner-a", long)
+			res := br.RenewBatch(ctx, []lease.RenewRequest{{Lease: held, TTL: long}})
+			if len(res) == 1 {
+				err = res[0].Err
+			}
+			_ = l.Release(ctx, held)
+		}
+		check("BatchRenewer", lease.Can[lease.BatchRenewer](l), has, err)
+	}
+}

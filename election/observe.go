@@ -145,7 +145,7 @@ type observer struct {
 func (o *observer) run(yield func(Term, error) bool) {
 	// Watch before the first read, so that a release between a read and
 	// the wait is not missed.
-	if w, ok := o.l.(lease.Waiter); ok {
+	if w, ok := o.l.(lease.Waiter); ok && lease.Can[lease.Waiter](o.l) {
 		if watch, err := w.Watch(o.ctx, o.office); err == nil {
 			defer watch.Stop()
 			o.changed = watch.Changed()

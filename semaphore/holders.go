@@ -30,7 +30,7 @@ func Holders(ctx context.Context, l lease.Locker, name string, n int) ([]Slot, e
 		return nil, fmt.Errorf("%w: semaphore %q: capacity %d: want 0 to %d slots", lease.ErrInvalid, name, n, MaxSlots)
 	}
 	var out []Slot
-	if lister, ok := l.(lease.Lister); ok {
+	if lister, ok := l.(lease.Lister); ok && lease.Can[lease.Lister](l) {
 		leases, err := lister.List(ctx, Prefix+name+"#")
 		if err != nil {
 			return nil, err

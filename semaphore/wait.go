@@ -87,6 +87,7 @@ type slotWatches struct {
 // polls), and the cause when ctx ended.
 func watchSlots(ctx context.Context, l lease.Locker, name string, n int) (*slotWatches, error) {
 	w, ok := l.(lease.Waiter)
+	ok = ok && lease.Can[lease.Waiter](l)
 	if !ok {
 		return nil, nil
 	}

@@ -323,6 +323,7 @@ func (c *checker) cleanup(ctx context.Context) (cleanupReport, error) {
 		defer func() { _ = l.Close() }()
 	}
 	lister, ok := l.(lease.Lister)
+	ok = ok && lease.Can[lease.Lister](l)
 	if !ok {
 		rep.Note = fmt.Sprintf("the store cannot list leases (%T does not implement lease.Lister): leases the suite left under %q end with their ttl", l, c.o.prefix)
 		return rep, nil
@@ -338,6 +339,7 @@ func (c *checker) cleanup(ctx context.Context) (cleanupReport, error) {
 		return rep, c.g.storeError(ctx, err)
 	}
 	fr, canForce := l.(lease.ForceReleaser)
+	canForce = canForce && lease.Can[lease.ForceReleaser](l)
 	var errs []error
 	for _, h := range held {
 		err = errors.ErrUnsupported

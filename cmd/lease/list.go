@@ -93,6 +93,7 @@ func (g *globals) openLister(ctx context.Context) (lease.Lister, func(*error), e
 	}
 	closeL := func(err *error) { closeLocker(l, err) }
 	lister, ok := l.(lease.Lister)
+	ok = ok && lease.Can[lease.Lister](l)
 	if !ok {
 		var cerr error
 		closeL(&cerr)

@@ -35,6 +35,7 @@ func (g *globals) release(ctx context.Context, args []string) (err error) {
 	}
 	defer closeLocker(l, &err)
 	fr, ok := l.(lease.ForceReleaser)
+	ok = ok && lease.Can[lease.ForceReleaser](l)
 	if !ok {
 		return failf(exitFailure, "this backend (%T) cannot force a release: it does not implement lease.ForceReleaser; wait for the lease to expire", l)
 	}

@@ -260,6 +260,7 @@ const ttl = time.Second
 // with prefix before every lease name.
 func run(ctx context.Context, l lease.Locker, prefix string, out io.Writer) (Stats, error) {
 	operator, ok := l.(lease.ForceReleaser)
+	ok = ok && lease.Can[lease.ForceReleaser](l)
 	if !ok {
 		return Stats{}, fmt.Errorf("the store cannot force a lease free (%T is no lease.ForceReleaser)", l)
 	}

@@ -98,6 +98,7 @@ func (p *partitioned) Release(ctx context.Context, l lease.Lease) error {
 // (they are hints: a candidate acquires anyway).
 func (p *partitioned) Watch(ctx context.Context, name string) (lease.Watch, error) {
 	w, ok := p.Locker.(lease.Waiter)
+	ok = ok && lease.Can[lease.Waiter](p.Locker)
 	if !ok || p.down.Load() {
 		return nil, errors.ErrUnsupported
 	}
