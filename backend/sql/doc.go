@@ -118,7 +118,7 @@
 //	Release, ForceRelease        1 (NOTIFY only when somebody watches)
 //	StopWaiting                  1, only when a Locker stops waiting with a mark left
 //	Watch, WatchTurn             none on the pool; on the listening connection one
-//	                             advisory lock when the name is not marked there yet
+//	                             advisory lock (its watch lock) when none is held there yet
 //	Stop of a Watch              none
 //
 // A watch's Stop sends nothing: the last watch of a name leaves its
