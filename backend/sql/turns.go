@@ -88,7 +88,7 @@ func (s *store) AcquireOrWait(ctx context.Context, name, owner string, ttl time.
 				// mark with a statement of its own only if the name turns
 				// out held, so that a burst of waiting Runs for free names
 				// still goes out in batches.
-				t, err := s.acquireQueued(ctx, name, owner, ttl)
+				t, err := s.acquireBatched(ctx, name, owner, ttl)
 				if err != nil || t.Owner == owner {
 					return t, err
 				}
