@@ -64,13 +64,16 @@ func (s *store) WatchTurn(ctx context.Context, name, waiter string) (lease.Watch
 }
 
 // AcquireOrWait implements driver.TurnWatcher with one statement
-// (q.acquireOrWait). It takes one of the Acquires' turns on a bounded
-// pool, as Acquire does. When every turn is taken it goes out in a shared
-// takeover statement, as Acquire would, and only when that finds the name
-// held does a statement of its own follow, to place the mark. (An
-// AcquireOrWait that acquires in a shared statement leaves a mark placed
-// before in place, until StopWaiting or its lapse.) Without marks it is
-// Acquire.
+// (q.acquireOrWait), which with m.Fair also holds a free name back for
+// the waiter first in line (answering an empty Owner and the first mark's
+// time left). It takes one of the Acquires' turns on a bounded pool, as
+// Acquire does. When every turn is taken and m.Fair is false, it goes out
+// in a shared takeover statement, as Acquire would, and only when that
+// finds the name held does a statement of its own follow, to place the
+// mark. (An AcquireOrWait that acquires in a shared statement leaves a
+// mark placed before in place, until StopWaiting or its lapse.) A fair
+// one waits for a turn instead: a shared statement knows no line. Without
+// marks it is Acquire.
 func (s *store) AcquireOrWait(ctx context.Context, name, owner string, ttl time.Duration, m driver.Mark) (driver.Tenure, error) {
 	if err := s.setup(ctx); err != nil {
 		return driver.Tenure{}, err
@@ -82,7 +85,7 @@ func (s *store) AcquireOrWait(ctx context.Context, name, owner string, ttl time.
 		select {
 		case slots <- struct{}{}:
 		default:
-			if s.batches() {
+			if s.batches() && !m.Fair {
 				// Every turn is taken: a burst of Acquires. Share a
 				// statement with them (acquire_batch.go), and place the
 				// mark with a statement of its own only if the name turns
@@ -105,7 +108,7 @@ func (s *store) AcquireOrWait(ctx context.Context, name, owner string, ttl time.
 	)
 	err := retry(ctx, s.dialect, func() error {
 		err := s.db.QueryRowContext(ctx, s.q.acquireOrWait, key(name), []byte(name), owner, ttlMillis(ttl), s.host,
-			m.Waiter, ttlMillis(m.Life), m.Keep).
+			m.Waiter, ttlMillis(m.Life), m.Keep, m.Fair).
 			Scan(&gotOwner, &token, &exp, &nowMs, &acq)
 		if errors.Is(err, sql.ErrNoRows) {
 			err = errOvertaken // see postgresAcquireOrWait
