@@ -174,7 +174,7 @@ func TestTurnWakesTheFirstMarkedLocker(t *testing.T) {
 }
 
 // TestAcquireOrWaitMovesTheMark: a busy AcquireOrWait places the waiter's
-// mark, lapsing MarkLife later by the database's clock, and a second one
+// mark, lapsing its life later by the database's clock, and a second one
 // keeps its place and moves its lapse; one that acquires removes it, or
 // with Keep places it anew behind the others. Each is one statement, as
 // Acquire is, and a release stays one.
@@ -192,7 +192,7 @@ func TestAcquireOrWaitMovesTheMark(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	life := lease.MarkLife
+	life := testMarkLife
 	c.take()
 	got, err := l.s.AcquireOrWait(ctx, name, "o1", time.Minute, driver.Mark{Waiter: "w1", Life: life})
 	if err != nil || got.Owner != "h" || got.Remaining <= 0 {
@@ -856,7 +856,7 @@ func TestAcquireOrWaitBurstGoesOutInBatches(t *testing.T) {
 		wg.Go(func() {
 			c, cancel := context.WithTimeout(ctx, 30*time.Second)
 			defer cancel()
-			_, errs[i] = l.s.AcquireOrWait(c, name, "me", time.Minute, driver.Mark{Waiter: waiter, Life: lease.MarkLife})
+			_, errs[i] = l.s.AcquireOrWait(c, name, "me", time.Minute, driver.Mark{Waiter: waiter, Life: testMarkLife})
 		})
 	}
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
