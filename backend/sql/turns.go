@@ -11,15 +11,17 @@ import (
 	"github.com/leasekit/lease/driver"
 )
 
-// Waiting for a turn (driver.TurnWatcher): a release wakes one waiting
-// Locker instead of every one.
+// Waiting for a turn (driver.TurnWatcher): one line of waiters per name,
+// so that a release wakes one waiting Locker instead of every one, and
+// fair waiting (Mark.Fair) is served in the line's order.
 //
 // A PostgreSQL Locker with a Listener and a marks table (schema.go) keeps
-// the marks of the Lockers waiting for a name in that table, one row per
+// the line of a name as the marks in that table, one row per waiting
 // Locker and name: its waiter ID, when it was placed and when it lapses,
 // by the database's clock. AcquireOrWait is the takeover statement with
-// the mark's change in it (postgresAcquireOrWait): one statement, one
-// round trip, as Acquire. Release and ForceRelease stay one statement:
+// the mark's change, and with Mark.Fair the line's check, in it
+// (postgresAcquireOrWait): one statement, one round trip, as Acquire.
+// Release and ForceRelease stay one statement:
 // when somebody watches the name (the advisory-lock try of
 // postgresNotify fails), their NOTIFY names the waiter whose unlapsed
 // mark was placed first (postgresNotifyTurn), and the listening side of
@@ -39,7 +41,10 @@ import (
 // back to Watch, and its releases wake every watch. SQLite and MySQL
 // Lockers, and PostgreSQL Lockers without a Listener, cannot watch at all
 // and report errors.ErrUnsupported from WatchTurn as from Watch. Without
-// marks, AcquireOrWait is Acquire and StopWaiting does nothing.
+// marks there is no line: AcquireOrWait is Acquire (Mark.Fair holds
+// nothing back) and StopWaiting does nothing. The store type is a
+// driver.TurnWatcher on every dialect all the same; only WatchTurn says
+// at run time that it keeps no line.
 
 var _ driver.TurnWatcher = (*store)(nil)
 
