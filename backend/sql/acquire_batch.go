@@ -49,14 +49,14 @@ func (s *store) batches() bool {
 	return s.acquireSlots != nil && s.q.acquireBatch != "" && (s.dialect == PostgreSQL || !s.noReturning)
 }
 
-// acquireQueued is Acquire on a store whose Acquires share statements
+// acquireBatched is Acquire on a store whose Acquires share statements
 // (internal/combine): it sends its own statement when a lane is free and
 // nobody waits, and otherwise waits for a lane, or for another Acquire's
 // batch to answer for it. On PostgreSQL the lanes are the acquire slots;
 // on MariaDB they are sharedLanes of their own, and each statement also
 // takes an acquire slot (ownAcquireLanes). One batch carries no two
 // Acquires of one name: a takeover statement cannot upsert a row twice.
-func (s *store) acquireQueued(ctx context.Context, name, owner string, ttl time.Duration) (driver.Tenure, error) {
+func (s *store) acquireBatched(ctx context.Context, name, owner string, ttl time.Duration) (driver.Tenure, error) {
 	r := &acquireReq{name: name, owner: owner, ttl: ttl, key: [sha256.Size]byte(key(name))}
 	alone := func(ctx context.Context, r *acquireReq) (driver.Tenure, error) {
 		return s.acquireOne(ctx, r.name, r.owner, r.ttl) // on a lane Do took

@@ -94,36 +94,58 @@
 //
 // # Waiting
 //
-// A PostgreSQL Locker with a Listener (WithListener; each Open gives one)
-// is a lease.Waiter woken by the database: it keeps one listening
-// connection outside its pool, LISTENs on its table's channel, and holds
-// a shared advisory lock per watched name, which the release and
-// force-release statements of every Locker try, sending NOTIFY only when
-// the try fails (NOTIFY serializes commits, so releases nobody waits for
-// skip it). listen.go has the details. Other Lockers report
-// errors.ErrUnsupported from Watch and WatchTurn, and lease.Run polls
-// them.
+// PostgreSQL watches and keeps the line; SQLite and MySQL poll. A
+// PostgreSQL Locker with a Listener (WithListener; each Open gives one)
+// is a lease.Waiter woken by the database (LISTEN/NOTIFY): it keeps one
+// listening connection outside its pool, LISTENs on its table's channel,
+// and holds a shared advisory lock per watched name, the name's watch
+// lock, which the release and force-release statements of every Locker
+// try, sending NOTIFY only when the try fails (NOTIFY serializes commits,
+// so releases nobody waits for skip it). listen.go has the details.
+// SQLite and MySQL Lockers, and PostgreSQL Lockers without a Listener,
+// report errors.ErrUnsupported from Watch and WatchTurn, keep no line, and
+// lease.Run polls them.
 //
-// It is also a lease.TurnWaiter, so that a release wakes one waiting
-// Locker instead of every one (turns.go). The Lockers waiting for a name
-// keep marks in a second table, the lease table's name with _marks (see
-// Schema), each placed, renewed or removed by the waiter's AcquireOrWait
-// in the same statement as its takeover, in the order of the database's
-// clock. When somebody watches the name, the NOTIFY of a release or
-// force-release names the waiter whose unlapsed mark came first, and only
-// that Locker's turn watches wake, with every plain Watch; when there is
-// no mark, every watch wakes. Round trips on the pool:
+// It is also a lease.TurnWaiter, which keeps one line of waiters per name
+// (turns.go): a release wakes one waiting Locker at a time instead of
+// every one, and with lease.Run's WithFairWait the line is also the order
+// in which waiters get the name. The line is the name's marks, rows of a
+// second table, the lease table's name with _marks (see Schema), each a
+// waiter's place in line: placed, renewed or removed by the waiter's
+// AcquireOrWait in the same statement as its takeover, ordered by the
+// database's clock. When somebody watches the name, the NOTIFY of a
+// release or force-release names the waiter whose unlapsed mark came
+// first, and only that Locker's turn watches wake, with every plain
+// Watch; when there is no mark, every watch wakes. A fair AcquireOrWait
+// (driver.Mark.Fair) of a free name takes it only when its mark is first
+// or no mark is live; otherwise it acquires nothing and answers with the
+// first mark's time left. Round trips on the pool:
 //
-//	Acquire, AcquireOrWait       1 (the mark is in the statement)
+//	Acquire, AcquireOrWait       1 (the mark, and fairness, are in the statement)
 //	Release, ForceRelease        1 (NOTIFY only when somebody watches)
 //	StopWaiting                  1, only when a Locker stops waiting with a mark left
 //	Watch, WatchTurn             none on the pool; on the listening connection one
-//	                             advisory lock when the name is not marked there yet
+//	                             advisory lock (its watch lock) when none is held there yet
 //	Stop of a Watch              none
 //
+// The line's invariant: a name's line is its marks that have not lapsed
+// by the database's clock, ordered by when each was placed (placed_us,
+// then waiter ID), with at most one mark per waiter; a mark lasts
+// driver.Mark.Life from the AcquireOrWait that last placed or renewed it,
+// keeps its place while it lives, and once lapsed is out of the line (a
+// later AcquireOrWait places it anew at the back) until it is deleted; an
+// AcquireOrWait that acquires removes the caller's mark (or, with Keep,
+// places it anew at the back), except a non-fair one that acquired in a
+// shared takeover statement during a burst, whose earlier mark stays
+// until StopWaiting or its lapse; and every decision about the line (whom
+// a release, a force-release or a StopWaiting wakes, whether a fair
+// AcquireOrWait may take a free name) is made by one statement from the
+// marks it sees, by the first live mark, so no two Lockers act on
+// different lines.
+//
 // A watch's Stop sends nothing: the last watch of a name leaves its
-// advisory lock in place for about 30 seconds, where a new watch of the
-// name finds it, and the listening goroutine gives lingering locks back in
+// watch lock in place for about 30 seconds, where a new watch of the name
+// finds it, and the listening goroutine gives lingering locks back in
 // batches (at most 1024 linger; the oldest go first). Until then a release
 // of the name sends a NOTIFY that wakes nobody.
 //
@@ -131,11 +153,12 @@
 // lease table when auto-create is on; Cleanup deletes lapsed marks. A
 // Locker that finds no marks table (auto-create off, or a role that may
 // not create it) works as before: its WatchTurn reports
-// errors.ErrUnsupported, lease.Run watches with Watch, and its releases
-// wake every watch. While Lockers of an earlier version of this package
-// share the table, their releases wake every waiter (their NOTIFY names
-// nobody), and their own watches miss the releases that name a waiter,
-// trying again at lease.Run's fallback instead.
+// errors.ErrUnsupported, lease.Run watches with Watch, its AcquireOrWait
+// is Acquire (no line, so nothing fair), and its releases wake every
+// watch. While Lockers of an earlier version of this package share the
+// table, their releases wake every waiter (their NOTIFY names nobody),
+// and their own watches miss the releases that name a waiter, trying
+// again at lease.Run's fallback instead.
 //
 // # Table
 //

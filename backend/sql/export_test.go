@@ -78,7 +78,8 @@ func rowAlias(l *Locker) bool { return l.s.rowAlias }
 // before l is shared.
 func setHost(l *Locker, host string) { l.s.host = host }
 
-// setLinger makes l's stopped watches leave their marks on the listening
-// connection for d (0: give them back at once), and at most n of them.
+// setLinger makes l's stopped watches leave their watch locks on the
+// listening connection for d (0: give them back at once), and at most n
+// of them.
 // Call it before l's first Watch.
 func setLinger(l *Locker, d time.Duration, n int) { l.s.hub.linger, l.s.hub.maxLinger = d, n }

@@ -26,32 +26,36 @@ import (
 // the pool, from its first Watch until Close. On it, it LISTENs on the
 // table's channel (channelFor) and, for each name watched, holds a
 // session-level shared advisory lock on (class, the first four bytes of
-// the name's key): the mark. The release and force-release statements of
-// every PostgreSQL Locker (postgresNotify) try that lock exclusively, and
+// the name's key): the name's watch lock, which says that somebody
+// watches the name. The release and force-release statements of every
+// PostgreSQL Locker (postgresNotify) try that lock exclusively, and
 // NOTIFY the channel with the key only when the try fails, that is when
 // somebody watches the name: NOTIFY serializes commits, so a release that
-// nobody waits for does not pay for it. A mark that collides with another
-// name's costs a needless NOTIFY, never a missed one.
+// nobody waits for does not pay for it. A watch lock that collides with
+// another name's costs a needless NOTIFY, never a missed one. (Watch
+// locks are not marks: a mark is a waiter's place in the line of a name,
+// a row of the marks table, turns.go.)
 //
 // Wake-ups are hints: a waiter still goes through Acquire. When the
 // listening connection drops, every watch wakes at once and again once
-// its mark is back on a new connection, since a release in between went
-// unheard; expiry notifies nobody (lease.Run wakes at the holder's
+// its watch lock is back on a new connection, since a release in between
+// went unheard; expiry notifies nobody (lease.Run wakes at the holder's
 // remaining time for it).
 //
 // The payload of a notification is the key in hex, followed, when the
-// release found a waiting Locker's mark (turns.go), by a space and that
-// Locker's waiter ID. Plain watches wake at every notification of their
-// name; turn watches (WatchTurn) only when it names their Locker or
-// nobody.
+// release found a waiter's mark in the name's line (turns.go), by a space
+// and that Locker's waiter ID. Plain watches wake at every notification
+// of their name; turn watches (WatchTurn) only when it names their Locker
+// or nobody.
 //
 // Stopping a watch sends nothing. When the last watch of a name stops,
-// its mark lingers on the listening connection, where a new watch of the
-// name finds it in place and returns at once; the loop gives lingering
-// marks back later, listenLinger after their last watch stopped, the
-// oldest first beyond maxLingering of them, in one statement per batch. A
-// lingering mark wakes nobody; all it costs is a needless NOTIFY at each
-// release of the name, from any Locker, until it goes.
+// its watch lock lingers on the listening connection, where a new watch
+// of the name finds it in place and returns at once; the loop gives
+// lingering watch locks back later, listenLinger after their last watch
+// stopped, the oldest first beyond maxLingering of them, in one statement
+// per batch. A lingering watch lock wakes nobody; all it costs is a
+// needless NOTIFY at each release of the name, from any Locker, until it
+// goes.
 
 // A Listener opens the connections on which a PostgreSQL Locker listens
 // for releases (see WithListener). backend/sql/postgres's Listener is one
@@ -93,8 +97,8 @@ func WithListener(l Listener) Option {
 }
 
 // channelFor returns the NOTIFY channel of a table, named as the catalog
-// qualified it, and the first key of its advisory-lock marks. A channel
-// is an identifier of at most 63 bytes.
+// qualified it, and the first key of its names' watch locks. A channel is
+// an identifier of at most 63 bytes.
 func channelFor(table string) (string, int32) {
 	ch := "lease:" + table
 	if len(ch) > 63 {
@@ -112,14 +116,14 @@ func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''
 // quoteIdent quotes s as an SQL identifier.
 func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
 
-// markKey is the second key of a name's mark: the first four bytes of its
-// row key, as postgresNotify reads them.
-func markKey(k []byte) int32 {
+// watchLockKey is the second key of a name's watch lock: the first four
+// bytes of its row key, as postgresNotify reads them.
+func watchLockKey(k []byte) int32 {
 	return int32(uint32(k[0])<<24 | uint32(k[1])<<16 | uint32(k[2])<<8 | uint32(k[3]))
 }
 
 const (
-	// listenSetup bounds how long Watch waits for its mark to be in place
+	// listenSetup bounds how long Watch waits for its watch lock to be in place
 	// (a connection to open, LISTEN, the lock); past it Watch fails and
 	// lease.Run polls instead.
 	listenSetup = 5 * time.Second
@@ -130,14 +134,14 @@ const (
 	listenStatement = 5 * time.Second
 	// listenBackoff bounds the wait between attempts to connect again.
 	listenBackoff = time.Second
-	// markRetry is how soon a mark that could not be taken (a release of
+	// lockRetry is how soon a watch lock that could not be taken (a release of
 	// the name holding the lock for its commit) is tried again.
-	markRetry = 20 * time.Millisecond
-	// listenLinger is how long a name's mark stays on the listening
+	lockRetry = 20 * time.Millisecond
+	// listenLinger is how long a name's watch lock stays on the listening
 	// connection after its last watch stopped, for the next watch of
 	// the name to find.
 	listenLinger = 30 * time.Second
-	// maxLingering bounds the marks that linger so: beyond it the
+	// maxLingering bounds the watch locks that linger so: beyond it the
 	// oldest are given back first.
 	maxLingering = 1024
 )
@@ -159,7 +163,7 @@ type hub struct {
 	names   map[string]*watched // by the hex of the name's key
 	idle    int                 // names in names without a watch
 	closed  bool
-	pending bool               // the loop has marks to take or give back
+	pending bool               // the loop has watch locks to take or give back
 	stop    context.CancelFunc // ends the loop's current wait; nil if none
 	life    context.Context
 	end     context.CancelFunc
@@ -168,14 +172,14 @@ type hub struct {
 
 // watched is one name watched on the hub.
 type watched struct {
-	mark    int32
+	lock    int32 // the second key of its watch lock (watchLockKey)
 	watches map[*pgWatch]struct{}
-	// marked says the listening connection holds the mark; ever, that
-	// it held it on an earlier connection while the name was watched
-	// (not since a lingering mark was given back), so that a release
+	// locked says the listening connection holds the watch lock; ever,
+	// that it held it on an earlier connection while the name was
+	// watched (not since a lingering lock was given back), so that a release
 	// may have gone unheard since.
-	marked, ever bool
-	// ready is closed once marked on the current connection; a Watch
+	locked, ever bool
+	// ready is closed once locked on the current connection; a Watch
 	// waits for it.
 	ready  chan struct{}
 	isOpen bool // ready is not closed yet
@@ -213,9 +217,9 @@ func (w *pgWatch) unwatch() {
 		if e := h.names[w.key]; e != nil {
 			delete(e.watches, w)
 			if len(e.watches) == 0 {
-				// The mark lingers (see above): nothing to send now,
+				// The watch lock lingers (see above): nothing to send now,
 				// unless it has to go at once. The loop looks at
-				// lingering marks at least every listenIdle; one that
+				// lingering watch locks at least every listenIdle; one that
 				// lingers for less needs the loop to know.
 				e.since = time.Now()
 				h.idle++
@@ -228,7 +232,8 @@ func (w *pgWatch) unwatch() {
 	})
 }
 
-// pokeLocked has the loop look at the marks again, interrupting its wait.
+// pokeLocked has the loop look at the watch locks again, interrupting its
+// wait.
 func (h *hub) pokeLocked() {
 	h.pending = true
 	if h.stop != nil {
@@ -269,13 +274,13 @@ func (s *store) watch(ctx context.Context, name, waiter string) (lease.Watch, er
 	}
 	e := h.names[w.key]
 	if e == nil {
-		e = &watched{mark: markKey(k), watches: map[*pgWatch]struct{}{}, ready: make(chan struct{}), isOpen: true}
+		e = &watched{lock: watchLockKey(k), watches: map[*pgWatch]struct{}{}, ready: make(chan struct{}), isOpen: true}
 		h.names[w.key] = e
 	} else if len(e.watches) == 0 {
-		h.idle-- // watched again: its mark, if it lingers, serves
+		h.idle-- // watched again: its watch lock, if it lingers, serves
 	}
 	e.watches[w] = struct{}{}
-	if !e.marked {
+	if !e.locked {
 		h.pokeLocked()
 	}
 	ready := e.ready
@@ -290,7 +295,7 @@ func (s *store) watch(ctx context.Context, name, waiter string) (lease.Watch, er
 		return nil, ctx.Err()
 	case <-t.C:
 		w.Stop()
-		return nil, fmt.Errorf("could not listen for releases of %q within %s (the listening connection is down, or the name's mark is taken)", name, listenSetup)
+		return nil, fmt.Errorf("could not listen for releases of %q within %s (the listening connection is down, or the name's watch lock is taken)", name, listenSetup)
 	}
 	w.stopAfter = context.AfterFunc(ctx, w.unwatch)
 	return w, nil
@@ -312,8 +317,8 @@ func (h *hub) close() {
 }
 
 // loop owns the listening connection until the Locker closes: it opens it
-// (again after a drop), takes and gives back marks, wakes the watches of
-// each name notified, and pings a silent connection.
+// (again after a drop), takes and gives back watch locks, wakes the
+// watches of each name notified, and pings a silent connection.
 func (h *hub) loop() {
 	defer close(h.done)
 	var (
@@ -350,11 +355,11 @@ func (h *hub) loop() {
 			h.mu.Unlock()
 			continue
 		}
-		// A wait cut short (a mark to try again, a lingering mark to
+		// A wait cut short (a lock to try again, a lingering lock to
 		// give back) ends without a ping.
 		wait, short := listenIdle, false
 		if retry {
-			wait, short = markRetry, true
+			wait, short = lockRetry, true
 		}
 		if d := time.Until(next); !next.IsZero() && d < wait {
 			wait, short = max(d, time.Millisecond), true
@@ -404,11 +409,12 @@ func (h *hub) connect() (ListenConn, error) {
 	return c, nil
 }
 
-// sync takes the marks of names watched and gives back the lingering
-// marks of names no longer watched that are due (listenLinger after their
-// last watch stopped, or the oldest beyond maxLinger), all in one
-// statement. retry says some mark could not be taken; next is when the
-// next lingering mark falls due (zero if none lingers).
+// sync takes the watch locks of names watched and gives back the
+// lingering watch locks of names no longer watched that are due
+// (listenLinger after their last watch stopped, or the oldest beyond
+// maxLinger), all in one statement. retry says some lock could not be
+// taken; next is when the next lingering lock falls due (zero if none
+// lingers).
 func (h *hub) sync(conn ListenConn) (retry bool, next time.Time, err error) {
 	type job struct {
 		key string
@@ -418,12 +424,12 @@ func (h *hub) sync(conn ListenConn) (retry bool, next time.Time, err error) {
 	h.mu.Lock()
 	for k, e := range h.names {
 		switch {
-		case len(e.watches) == 0 && e.marked:
+		case len(e.watches) == 0 && e.locked:
 			idle = append(idle, job{k, e})
 		case len(e.watches) == 0:
 			delete(h.names, k)
 			h.idle--
-		case !e.marked:
+		case !e.locked:
 			take = append(take, job{k, e})
 		}
 	}
@@ -440,10 +446,10 @@ func (h *hub) sync(conn ListenConn) (retry bool, next time.Time, err error) {
 		break
 	}
 	for _, j := range give {
-		// Unmarked from now: a watch of the name that comes while the
+		// Unlocked from now: a watch of the name that comes while the
 		// lock is given back waits for it to be taken again, and has
 		// missed nothing then.
-		j.e.marked, j.e.ever = false, false
+		j.e.locked, j.e.ever = false, false
 		if !j.e.isOpen {
 			j.e.ready, j.e.isOpen = make(chan struct{}), true
 		}
@@ -452,11 +458,11 @@ func (h *hub) sync(conn ListenConn) (retry bool, next time.Time, err error) {
 	if len(give) > 0 {
 		keys := make([]string, len(give))
 		for i, j := range give {
-			keys[i] = strconv.Itoa(int(j.e.mark))
+			keys[i] = strconv.Itoa(int(j.e.lock))
 		}
 		ctx, cancel := context.WithTimeout(h.life, listenStatement)
-		// Each name gave its own shared lock: two names whose marks
-		// collide hold it twice and give it back twice.
+		// Each name gave its own shared lock: two names whose watch
+		// locks collide hold it twice and give it back twice.
 		_, err := conn.QueryBool(ctx, fmt.Sprintf("SELECT coalesce(bool_and(pg_advisory_unlock_shared(%d, k)), true) FROM unnest(ARRAY[%s]::int[]) AS k",
 			h.class, strings.Join(keys, ",")))
 		cancel()
@@ -469,27 +475,27 @@ func (h *hub) sync(conn ListenConn) (retry bool, next time.Time, err error) {
 				delete(h.names, j.key)
 				h.idle--
 			} else {
-				h.pending = true // watched again meanwhile: mark it again
+				h.pending = true // watched again meanwhile: lock it again
 			}
 		}
 		h.mu.Unlock()
 	}
 	for _, j := range take {
 		ctx, cancel := context.WithTimeout(h.life, listenStatement)
-		ok, err := conn.QueryBool(ctx, fmt.Sprintf("SELECT pg_try_advisory_lock_shared(%d, %d)", h.class, j.e.mark))
+		ok, err := conn.QueryBool(ctx, fmt.Sprintf("SELECT pg_try_advisory_lock_shared(%d, %d)", h.class, j.e.lock))
 		cancel()
 		if err != nil {
 			return false, time.Time{}, err
 		}
 		h.mu.Lock()
 		if ok {
-			j.e.marked = true
+			j.e.locked = true
 			if j.e.isOpen {
 				close(j.e.ready)
 				j.e.isOpen = false
 			}
 			if j.e.ever {
-				// Marked again after a drop: a release in between went
+				// Locked again after a drop: a release in between went
 				// unheard.
 				j.e.wakeLocked("")
 			}
@@ -508,9 +514,9 @@ func (h *hub) sync(conn ListenConn) (retry bool, next time.Time, err error) {
 	return retry, next, nil
 }
 
-// dropped closes a failed connection and returns nil: every mark went with
-// it, so every watch wakes (a release may have gone unheard) and waits
-// for its mark on the next connection.
+// dropped closes a failed connection and returns nil: every watch lock
+// went with it, so every watch wakes (a release may have gone unheard)
+// and waits for its name's lock on the next connection.
 func (h *hub) dropped(conn ListenConn) ListenConn {
 	_ = conn.Close()
 	h.mu.Lock()
@@ -521,7 +527,7 @@ func (h *hub) dropped(conn ListenConn) ListenConn {
 			h.idle--
 			continue
 		}
-		e.marked = false
+		e.locked = false
 		if !e.isOpen {
 			e.ready, e.isOpen = make(chan struct{}), true
 		}

@@ -21,7 +21,7 @@ type testListener struct {
 	l   *pglisten.Listener
 	app string
 	// sent counts the statements sent on its connections (LISTEN, the
-	// marks' locks and unlocks, pings).
+	// watch locks and unlocks, pings).
 	sent atomic.Int64
 }
 
@@ -73,8 +73,9 @@ func (s *testStore) listening(t *testing.T) int {
 	return n
 }
 
-// marks counts the advisory locks held by the listener's connections.
-func (s *testStore) marks(t *testing.T) int {
+// watchLocks counts the advisory locks (watch locks) held by the
+// listener's connections.
+func (s *testStore) watchLocks(t *testing.T) int {
 	t.Helper()
 	var n int
 	if err := s.db.QueryRow(`SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
@@ -104,11 +105,11 @@ func drain(w lease.Watch) {
 
 // TestReleaseNotifiesOnlyWatchedNames: a release sends NOTIFY only when a
 // Locker watches the name (its listening connection holds the name's
-// mark), so releases nobody waits for do not serialize their commits.
+// watch lock), so releases nobody waits for do not serialize their commits.
 func TestReleaseNotifiesOnlyWatchedNames(t *testing.T) {
 	s := postgresStore(t)
 	l := s.newLocker(t)
-	setLinger(l, 0, maxLingering) // marks go as their watches stop
+	setLinger(l, 0, maxLingering) // watch locks go as their watches stop
 	ctx := t.Context()
 	// An eavesdropper on the channel, as a second process would be.
 	if _, err := l.Inspect(ctx, "x"); !errors.Is(err, lease.ErrNotHeld) { // sets the Locker up
@@ -169,13 +170,13 @@ func TestReleaseNotifiesOnlyWatchedNames(t *testing.T) {
 	}
 	waitWake(t, w, 5*time.Second, "the force-release")
 
-	// Once the watch stops (and its mark has lingered), its mark goes
+	// Once the watch stops (and its watch lock has lingered), the lock goes
 	// and releases are silent again.
 	w.Stop()
 	deadline := time.Now().Add(5 * time.Second)
-	for s.marks(t) != 0 {
+	for s.watchLocks(t) != 0 {
 		if time.Now().After(deadline) {
-			t.Fatal("the mark of a stopped watch is still held after 5s")
+			t.Fatal("the watch lock of a stopped watch is still held after 5s")
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -197,7 +198,7 @@ func TestReleaseNotifiesOnlyWatchedNames(t *testing.T) {
 }
 
 // TestWatchAcrossLockers: a release by another Locker (another process's)
-// wakes the watch, and many watches of one name share one mark.
+// wakes the watch, and many watches of one name share one watch lock.
 func TestWatchAcrossLockers(t *testing.T) {
 	s := postgresStore(t)
 	a, b := s.openLocker(t), s.openLocker(t)
@@ -211,8 +212,8 @@ func TestWatchAcrossLockers(t *testing.T) {
 		defer w.Stop()
 		ws = append(ws, w)
 	}
-	if n := s.marks(t); n != 1 {
-		t.Fatalf("three watches of one name hold %d marks, want 1", n)
+	if n := s.watchLocks(t); n != 1 {
+		t.Fatalf("three watches of one name hold %d watch locks, want 1", n)
 	}
 	held, err := b.Acquire(ctx, "shared", "b", time.Minute)
 	if err != nil {
@@ -250,11 +251,11 @@ func TestWatchSurvivesADroppedConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitWake(t, w, 5*time.Second, "the listening connection was cut")
-	// Connected again, with the mark back in place.
+	// Connected again, with the watch lock back in place.
 	deadline := time.Now().Add(10 * time.Second)
-	for s.listening(t) != 1 || s.marks(t) != 1 {
+	for s.listening(t) != 1 || s.watchLocks(t) != 1 {
 		if time.Now().After(deadline) {
-			t.Fatalf("10s after the cut: %d listening connections and %d marks, want 1 and 1", s.listening(t), s.marks(t))
+			t.Fatalf("10s after the cut: %d listening connections and %d watch locks, want 1 and 1", s.listening(t), s.watchLocks(t))
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -266,8 +267,8 @@ func TestWatchSurvivesADroppedConnection(t *testing.T) {
 }
 
 // TestStoppedWatchesLeaveNothing: watches stopped or whose context ended
-// give their marks back once they have lingered, and Close closes the
-// listening connection.
+// give their watch locks back once they have lingered, and Close closes
+// the listening connection.
 func TestStoppedWatchesLeaveNothing(t *testing.T) {
 	s := postgresStore(t)
 	l := s.newLocker(t)
@@ -285,8 +286,8 @@ func TestStoppedWatchesLeaveNothing(t *testing.T) {
 		}
 		ws = append(ws, w)
 	}
-	if n := s.marks(t); n != 20 {
-		t.Fatalf("20 watched names hold %d marks", n)
+	if n := s.watchLocks(t); n != 20 {
+		t.Fatalf("20 watched names hold %d watch locks", n)
 	}
 	cancel()
 	for i, w := range ws {
@@ -295,9 +296,9 @@ func TestStoppedWatchesLeaveNothing(t *testing.T) {
 		}
 	}
 	deadline := time.Now().Add(5 * time.Second)
-	for s.marks(t) != 0 {
+	for s.watchLocks(t) != 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d marks left 5s after every watch ended", s.marks(t))
+			t.Fatalf("%d watch locks left 5s after every watch ended", s.watchLocks(t))
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -346,7 +347,7 @@ func TestWatchWhoseContextEndsAsItIsReady(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer first.Stop() // keeps the name's mark: later watches are ready at once
+	defer first.Stop() // keeps the name's watch lock: later watches are ready at once
 	returned := 0
 	for range 20 {
 		ctx, cancel := context.WithCancel(t.Context())

@@ -53,7 +53,7 @@ func (s *store) Acquire(ctx context.Context, name, owner string, ttl time.Durati
 	}
 	if slots := s.acquireSlots; slots != nil {
 		if s.batches() {
-			return s.acquireQueued(ctx, name, owner, ttl) // see acquire_batch.go
+			return s.acquireBatched(ctx, name, owner, ttl) // see acquire_batch.go
 		}
 		if err := s.takeSlot(ctx, "Acquires"); err != nil {
 			return driver.Tenure{}, err

@@ -48,11 +48,13 @@ type queries struct {
 	acquireBatch, acquireBatchRow string
 
 	// PostgreSQL with a marks table only (turns.go): the takeover
-	// statement that also places, renews or removes the caller's mark,
-	// and the removal of a mark.
+	// statement that also places, renews or removes the caller's mark
+	// (and, fair, holds a free name back for the first in line), and the
+	// removal of a mark.
 	//
-	//	acquireOrWait  acquire's five, waiter, mark life ms, keep -> as acquire
-	//	stopWaiting    key, waiter -> rows affected
+	//	acquireOrWait  acquire's five, waiter, mark life ms, keep, fair -> as acquire
+	//	                                           (owner '' when fair waits its turn)
+	//	stopWaiting    key, waiter -> a row per turn passed on
 	acquireOrWait, stopWaiting string
 
 	// MySQL only.

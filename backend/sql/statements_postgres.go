@@ -142,13 +142,19 @@ ELSE (SELECT 1 FROM pg_notify({CHANNEL}, encode(r.lease_key, 'hex'))) END`
 // (turns.go): acquire's, with the caller's mark in the marks table {M}
 // changed in the same statement, by data-modifying CTEs that act on what
 // the takeover found. Besides acquire's five arguments it takes the
-// waiter ($6), the mark's life in milliseconds ($7) and keep ($8).
+// waiter ($6), the mark's life in milliseconds ($7), keep ($8) and fair
+// ($9).
 //
 //   - busy, the name held by another owner in the statement's snapshot
-//     (acquire then writes nothing and returns the holder): mk places the
-//     waiter's mark, or, when it has one that has not lapsed, keeps its
-//     place; either way it lapses at now + life. gc deletes the name's
-//     marks that lapsed, the waiter's excepted (mk rewrites it).
+//     (acquire then writes nothing and returns the holder), or behind,
+//     with fair, the name free (nobody's unexpired tenure) and the first
+//     unlapsed mark in line another waiter's (the caller's own is behind
+//     it, or it has none): wait. The takeover writes nothing; mk places
+//     the waiter's mark, or, when it has one that has not lapsed, keeps
+//     its place; either way it lapses at now + life. gc deletes the
+//     name's marks that lapsed, the waiter's excepted (mk rewrites it).
+//     Busy returns the holder; behind returns an empty owner, token 0,
+//     and as expires_at the first mark's lapse.
 //   - acquired or re-entered (up returned the row): rm deletes the
 //     waiter's mark, or, with keep, mk places it anew, at the back.
 //   - neither (up is empty although cur was free: a commit after the
@@ -156,33 +162,40 @@ ELSE (SELECT 1 FROM pg_notify({CHANNEL}, encode(r.lease_key, 'hex'))) END`
 //     back, and the statement is sent again.
 //
 // n reads the clock once, in milliseconds (as {NOW} would) and in
-// microseconds, which order the marks. The three writes to {M} never meet
-// on a row: mk and rm have exclusive conditions, and gc spares the
-// waiter's row.
+// microseconds, which order the marks (then the waiter ID, as
+// postgresNotifyTurn orders them). The three writes to {M} never meet on
+// a row: mk and rm have exclusive conditions, and gc spares the waiter's
+// row. Without fair, behind is a one-time filter that reads no mark.
 const postgresAcquireOrWait = `WITH n AS MATERIALIZED (SELECT floor(extract(epoch FROM c.at)*1000)::bigint AS ms, floor(extract(epoch FROM c.at)*1000000)::bigint AS us
 	FROM (SELECT clock_timestamp() AS at) AS c),
 cur AS MATERIALIZED (SELECT t.owner, t.token, t.expires_at, t.acquired_at FROM {T} AS t WHERE t.lease_key = $1::bytea),
 busy AS MATERIALIZED (SELECT 1 FROM cur, n WHERE cur.expires_at > n.ms AND cur.owner <> $3::text),
+behind AS MATERIALIZED (SELECT f.lapses_at FROM n, LATERAL (SELECT m.waiter, m.lapses_at FROM {M} AS m
+	WHERE m.lease_key = $1::bytea AND m.lapses_at > n.ms ORDER BY m.placed_us, m.waiter LIMIT 1) AS f
+	WHERE $9::boolean AND f.waiter <> $6::text AND NOT EXISTS (SELECT 1 FROM cur WHERE cur.expires_at > n.ms)),
+wait AS MATERIALIZED (SELECT 1 FROM busy UNION ALL SELECT 1 FROM behind),
 up AS (
 INSERT INTO {T} AS t (lease_key, name, owner, token, acquired_at, expires_at, host)
 SELECT $1::bytea, $2::bytea, $3::text, n.ms*1000, n.ms, n.ms + $4::bigint, $5::text FROM n
-WHERE NOT EXISTS (SELECT 1 FROM busy)
+WHERE NOT EXISTS (SELECT 1 FROM wait)
 {TAKEOVER}t.owner, t.token, t.expires_at, t.acquired_at),
 mk AS (
 INSERT INTO {M} AS m (lease_key, waiter, placed_us, lapses_at)
 SELECT $1::bytea, $6::text, n.us, n.ms + $7::bigint FROM n
-WHERE EXISTS (SELECT 1 FROM busy) OR ($8::boolean AND EXISTS (SELECT 1 FROM up))
+WHERE EXISTS (SELECT 1 FROM wait) OR ($8::boolean AND EXISTS (SELECT 1 FROM up))
 ON CONFLICT (lease_key, waiter) DO UPDATE SET
-	placed_us = CASE WHEN m.lapses_at <= (SELECT ms FROM n) OR NOT EXISTS (SELECT 1 FROM busy) THEN EXCLUDED.placed_us ELSE m.placed_us END,
+	placed_us = CASE WHEN m.lapses_at <= (SELECT ms FROM n) OR NOT EXISTS (SELECT 1 FROM wait) THEN EXCLUDED.placed_us ELSE m.placed_us END,
 	lapses_at = EXCLUDED.lapses_at),
 rm AS (
 DELETE FROM {M} AS m WHERE m.lease_key = $1::bytea AND m.waiter = $6::text AND NOT $8::boolean AND EXISTS (SELECT 1 FROM up)),
 gc AS (
-DELETE FROM {M} AS m USING n WHERE m.lease_key = $1::bytea AND m.waiter <> $6::text AND m.lapses_at <= n.ms AND EXISTS (SELECT 1 FROM busy))
+DELETE FROM {M} AS m USING n WHERE m.lease_key = $1::bytea AND m.waiter <> $6::text AND m.lapses_at <= n.ms AND EXISTS (SELECT 1 FROM wait))
 SELECT up.owner, up.token, up.expires_at, (SELECT ms FROM n), up.acquired_at FROM up
 UNION ALL
 SELECT cur.owner, cur.token, cur.expires_at, n.ms, cur.acquired_at FROM cur, n
-WHERE EXISTS (SELECT 1 FROM busy) AND NOT EXISTS (SELECT 1 FROM up)`
+WHERE EXISTS (SELECT 1 FROM busy) AND NOT EXISTS (SELECT 1 FROM up)
+UNION ALL
+SELECT '', 0::bigint, behind.lapses_at, n.ms, 0::bigint FROM behind, n`
 
 // postgresStopWaiting deletes a waiter's mark on a name. When that mark
 // was live and first in line and the name is free, a release most likely

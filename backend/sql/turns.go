@@ -11,15 +11,17 @@ import (
 	"github.com/leasekit/lease/driver"
 )
 
-// Waiting for a turn (driver.TurnWatcher): a release wakes one waiting
-// Locker instead of every one.
+// Waiting for a turn (driver.TurnWatcher): one line of waiters per name,
+// so that a release wakes one waiting Locker instead of every one, and
+// fair waiting (Mark.Fair) is served in the line's order.
 //
 // A PostgreSQL Locker with a Listener and a marks table (schema.go) keeps
-// the marks of the Lockers waiting for a name in that table, one row per
+// the line of a name as the marks in that table, one row per waiting
 // Locker and name: its waiter ID, when it was placed and when it lapses,
 // by the database's clock. AcquireOrWait is the takeover statement with
-// the mark's change in it (postgresAcquireOrWait): one statement, one
-// round trip, as Acquire. Release and ForceRelease stay one statement:
+// the mark's change, and with Mark.Fair the line's check, in it
+// (postgresAcquireOrWait): one statement, one round trip, as Acquire.
+// Release and ForceRelease stay one statement:
 // when somebody watches the name (the advisory-lock try of
 // postgresNotify fails), their NOTIFY names the waiter whose unlapsed
 // mark was placed first (postgresNotifyTurn), and the listening side of
@@ -39,7 +41,10 @@ import (
 // back to Watch, and its releases wake every watch. SQLite and MySQL
 // Lockers, and PostgreSQL Lockers without a Listener, cannot watch at all
 // and report errors.ErrUnsupported from WatchTurn as from Watch. Without
-// marks, AcquireOrWait is Acquire and StopWaiting does nothing.
+// marks there is no line: AcquireOrWait is Acquire (Mark.Fair holds
+// nothing back) and StopWaiting does nothing. The store type is a
+// driver.TurnWatcher on every dialect all the same; only WatchTurn says
+// at run time that it keeps no line.
 
 var _ driver.TurnWatcher = (*store)(nil)
 
@@ -64,13 +69,16 @@ func (s *store) WatchTurn(ctx context.Context, name, waiter string) (lease.Watch
 }
 
 // AcquireOrWait implements driver.TurnWatcher with one statement
-// (q.acquireOrWait). It takes one of the Acquires' turns on a bounded
-// pool, as Acquire does. When every turn is taken it goes out in a shared
-// takeover statement, as Acquire would, and only when that finds the name
-// held does a statement of its own follow, to place the mark. (An
-// AcquireOrWait that acquires in a shared statement leaves a mark placed
-// before in place, until StopWaiting or its lapse.) Without marks it is
-// Acquire.
+// (q.acquireOrWait), which with m.Fair also holds a free name back for
+// the waiter first in line (answering an empty Owner and the first mark's
+// time left). It takes one of the Acquires' turns on a bounded pool, as
+// Acquire does. When every turn is taken and m.Fair is false, it goes out
+// in a shared takeover statement, as Acquire would, and only when that
+// finds the name held does a statement of its own follow, to place the
+// mark. (An AcquireOrWait that acquires in a shared statement leaves a
+// mark placed before in place, until StopWaiting or its lapse.) A fair
+// one waits for a turn instead: a shared statement knows no line. Without
+// marks it is Acquire.
 func (s *store) AcquireOrWait(ctx context.Context, name, owner string, ttl time.Duration, m driver.Mark) (driver.Tenure, error) {
 	if err := s.setup(ctx); err != nil {
 		return driver.Tenure{}, err
@@ -82,13 +90,13 @@ func (s *store) AcquireOrWait(ctx context.Context, name, owner string, ttl time.
 		select {
 		case slots <- struct{}{}:
 		default:
-			if s.batches() {
+			if s.batches() && !m.Fair {
 				// Every turn is taken: a burst of Acquires. Share a
 				// statement with them (acquire_batch.go), and place the
 				// mark with a statement of its own only if the name turns
 				// out held, so that a burst of waiting Runs for free names
 				// still goes out in batches.
-				t, err := s.acquireQueued(ctx, name, owner, ttl)
+				t, err := s.acquireBatched(ctx, name, owner, ttl)
 				if err != nil || t.Owner == owner {
 					return t, err
 				}
@@ -105,7 +113,7 @@ func (s *store) AcquireOrWait(ctx context.Context, name, owner string, ttl time.
 	)
 	err := retry(ctx, s.dialect, func() error {
 		err := s.db.QueryRowContext(ctx, s.q.acquireOrWait, key(name), []byte(name), owner, ttlMillis(ttl), s.host,
-			m.Waiter, ttlMillis(m.Life), m.Keep).
+			m.Waiter, ttlMillis(m.Life), m.Keep, m.Fair).
 			Scan(&gotOwner, &token, &exp, &nowMs, &acq)
 		if errors.Is(err, sql.ErrNoRows) {
 			err = errOvertaken // see postgresAcquireOrWait

@@ -174,7 +174,7 @@ func TestTurnWakesTheFirstMarkedLocker(t *testing.T) {
 }
 
 // TestAcquireOrWaitMovesTheMark: a busy AcquireOrWait places the waiter's
-// mark, lapsing MarkLife later by the database's clock, and a second one
+// mark, lapsing its life later by the database's clock, and a second one
 // keeps its place and moves its lapse; one that acquires removes it, or
 // with Keep places it anew behind the others. Each is one statement, as
 // Acquire is, and a release stays one.
@@ -192,7 +192,7 @@ func TestAcquireOrWaitMovesTheMark(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	life := lease.MarkLife
+	life := testMarkLife
 	c.take()
 	got, err := l.s.AcquireOrWait(ctx, name, "o1", time.Minute, driver.Mark{Waiter: "w1", Life: life})
 	if err != nil || got.Owner != "h" || got.Remaining <= 0 {
@@ -446,9 +446,9 @@ func TestTurnWatchWakesOnADroppedConnection(t *testing.T) {
 	}
 	waitWake(t, w, 5*time.Second, "the listening connection was cut")
 	deadline := time.Now().Add(10 * time.Second)
-	for s.marks(t) != 1 {
+	for s.watchLocks(t) != 1 {
 		if time.Now().After(deadline) {
-			t.Fatalf("10s after the cut: %d advisory marks, want 1", s.marks(t))
+			t.Fatalf("10s after the cut: %d watch locks, want 1", s.watchLocks(t))
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -650,9 +650,9 @@ func TestTurnsUnsupportedWithoutNotifications(t *testing.T) {
 }
 
 // TestStoppedWatchLingers: the last Stop of a name sends nothing on the
-// listening connection; its mark stays, and a new watch of the name uses
-// it without a statement. Lingering marks go after the linger, and beyond
-// the bound the oldest go at once.
+// listening connection; its watch lock stays, and a new watch of the name
+// uses it without a statement. Lingering watch locks go after the linger,
+// and beyond the bound the oldest go at once.
 func TestStoppedWatchLingers(t *testing.T) {
 	s := postgresStore(t)
 	ctx := t.Context()
@@ -667,8 +667,8 @@ func TestStoppedWatchLingers(t *testing.T) {
 	if n := s.listener.sent.Load() - sent; n != 0 {
 		t.Errorf("Stop sent %d statements on the listening connection, want 0", n)
 	}
-	if n := s.marks(t); n != 1 {
-		t.Fatalf("%d advisory marks after Stop, want the lingering 1", n)
+	if n := s.watchLocks(t); n != 1 {
+		t.Fatalf("%d watch locks after Stop, want the lingering 1", n)
 	}
 	wt, err := l.WatchTurn(ctx, "linger")
 	if err != nil {
@@ -688,7 +688,7 @@ func TestStoppedWatchLingers(t *testing.T) {
 	}
 	waitWake(t, wt, 5*time.Second, "a release of a name watched again")
 	wt.Stop()
-	// A lingering mark wakes nobody: it has no watch. Close gives it
+	// A lingering watch lock wakes nobody: it has no watch. Close gives it
 	// back with the connection (TestStoppedWatchesLeaveNothing).
 
 	t.Run("expires", func(t *testing.T) {
@@ -702,13 +702,13 @@ func TestStoppedWatchLingers(t *testing.T) {
 			}
 			w.Stop()
 		}
-		if n := s.marks(t); n != 2 {
-			t.Fatalf("%d advisory marks right after Stop, want 2 lingering", n)
+		if n := s.watchLocks(t); n != 2 {
+			t.Fatalf("%d watch locks right after Stop, want 2 lingering", n)
 		}
 		deadline := time.Now().Add(5 * time.Second)
-		for s.marks(t) != 0 {
+		for s.watchLocks(t) != 0 {
 			if time.Now().After(deadline) {
-				t.Fatalf("%d marks 5s after they stopped lingering", s.marks(t))
+				t.Fatalf("%d watch locks 5s after they stopped lingering", s.watchLocks(t))
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
@@ -725,9 +725,9 @@ func TestStoppedWatchLingers(t *testing.T) {
 			w.Stop()
 		}
 		deadline := time.Now().Add(5 * time.Second)
-		for s.marks(t) != 2 {
+		for s.watchLocks(t) != 2 {
 			if time.Now().After(deadline) {
-				t.Fatalf("%d marks linger, want the bound of 2", s.marks(t))
+				t.Fatalf("%d watch locks linger, want the bound of 2", s.watchLocks(t))
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
@@ -856,7 +856,7 @@ func TestAcquireOrWaitBurstGoesOutInBatches(t *testing.T) {
 		wg.Go(func() {
 			c, cancel := context.WithTimeout(ctx, 30*time.Second)
 			defer cancel()
-			_, errs[i] = l.s.AcquireOrWait(c, name, "me", time.Minute, driver.Mark{Waiter: waiter, Life: lease.MarkLife})
+			_, errs[i] = l.s.AcquireOrWait(c, name, "me", time.Minute, driver.Mark{Waiter: waiter, Life: testMarkLife})
 		})
 	}
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
