@@ -40,18 +40,17 @@ func (s *store) WatchTurn(ctx context.Context, name, waiter string) (lease.Watch
 // wait.lua and acquire.lua, in one script: Acquire's answer, with
 // m.Waiter's mark placed or renewed when another owner holds the name,
 // and removed (or placed at the back anew, with m.Keep) when the caller
-// acquires. The mark lapses m.Life (rounded up to a whole millisecond)
-// after the server's TIME, and the keys that hold the marks expire when
-// the last of them lapses.
+// acquires. With m.Fair, a free name whose first live mark is another
+// waiter's is not acquired: the mark is placed or renewed as for a held
+// name, and the answer has no Owner and the Remaining of the first mark.
+// The mark lapses m.Life (rounded up to a whole millisecond) after the
+// server's TIME, and the keys that hold the marks expire when the last of
+// them lapses.
 func (s *store) AcquireOrWait(ctx context.Context, name, owner string, ttl time.Duration, m driver.Mark) (driver.Tenure, error) {
 	tag := tagOf(name)
 	ms := ttlMillis(ttl)
-	keep := "0"
-	if m.Keep {
-		keep = "1"
-	}
 	keys := []string{s.key(&tag, leaseSuffix, ""), s.key(&tag, tokenSuffix, ""), s.key(&tag, marksSuffix, ""), s.key(&tag, lapsesSuffix, "")}
-	v, err := s.runScript(ctx, waitScript, keys, name, owner, ms, m.Waiter, max(ttlMillis(m.Life), 1), keep)
+	v, err := s.runScript(ctx, waitScript, keys, name, owner, ms, m.Waiter, max(ttlMillis(m.Life), 1), flag(m.Keep), flag(m.Fair))
 	if err != nil {
 		return driver.Tenure{}, callErr(ctx, err)
 	}
@@ -92,6 +91,14 @@ func (w *watch) wakes(payload string) bool {
 		return what != dequeuedMessage
 	}
 	return waiter == w.waiter
+}
+
+// flag is a boolean script argument: "1" or "0".
+func flag(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
 }
 
 // ringUnsupported is the error of Watch and WatchTurn on a Ring client.
