@@ -71,8 +71,10 @@ func (s *store) StopWaiting(ctx context.Context, name, waiter string) error {
 	return nil
 }
 
-// dequeuedMessage is what dequeue.lua publishes: a place in the fair
-// queue went, which no turn Watch waits for.
+// dequeuedMessage is what versions of this package with a separate fair
+// queue publish when a place in it goes (their dequeue.lua): in a fleet
+// of mixed versions it reaches this version's Watches, and concerns no
+// turn Watch.
 const dequeuedMessage = "dequeued"
 
 // wakes reports whether a message with payload on w's channel wakes w. A
@@ -81,7 +83,8 @@ const dequeuedMessage = "dequeued"
 // "passed <waiter>" from StopWaiting) and at one that names no waiter (a
 // release that found no live mark, or a release by a version of this
 // package before marks, which publishes "<token>" alone), but not at a
-// message that names another waiter, nor at dequeue.lua's.
+// message that names another waiter, nor at an older version's
+// "dequeued".
 func (w *watch) wakes(payload string) bool {
 	if !w.turn {
 		return true

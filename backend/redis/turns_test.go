@@ -390,7 +390,8 @@ return 0`
 // TestTurnMessagesOfOtherVersions: in a fleet that mixes versions, a
 // release by a version before marks (its message names no waiter) wakes
 // every turn Watch, even while a Locker has a mark; the message of a
-// Dequeue wakes plain Watches but no turn Watch.
+// Dequeue by a version with a separate fair queue wakes plain Watches but
+// no turn Watch.
 func TestTurnMessagesOfOtherVersions(t *testing.T) {
 	eachWatchServer(t, func(t *testing.T, addr, prefix string, newLocker func(string) *redislease.Locker) {
 		ctx := t.Context()
