@@ -26,6 +26,9 @@ var (
 // placed first, and name it in the message they publish on the name's
 // channel, "<token> <waiter>" ("<token>" alone when no mark is live); a
 // turn Watch wakes only at a message that names its waiter or names none.
+// With the fair policy (Mark.Fair), wait.lua keeps a free name for that
+// same first live mark. See "Waiting" in the package documentation for
+// the line's invariant.
 
 // WatchTurn implements driver.TurnWatcher: it is Watch, on the same
 // subscription, for a Watch that wakes only at the messages that name
