@@ -204,16 +204,17 @@
 // the connection.
 //
 // The Locker is also a lease.TurnWaiter: a release wakes one waiting
-// Locker, not every process that waits (lease.Run's WithWait uses it).
-// Each AcquireOrWait that finds the name held leaves the Locker's mark
-// (its random waiter ID) in the name's :marks sorted set, scored by the
-// server's TIME in microseconds when it was first placed, with the
-// instant it lapses (lease.MarkLife on, by the server's TIME) in :lapses;
-// the same script then attempts the acquisition, so it is one round trip,
-// as Acquire is. An AcquireOrWait that acquires removes the mark (or
-// places it at the back again, when the Locker has more callers waiting).
-// Release and ForceRelease drop the lapsed marks, choose the live one
-// placed first, and publish
+// Locker, not every process that waits (lease.Run's WithWait and
+// WithFairWait use it). Each AcquireOrWait that finds the name held leaves
+// the Locker's mark (its random waiter ID) in the name's :marks sorted
+// set, scored by the server's TIME in microseconds when it was first
+// placed, with the instant it lapses (the life the Locker asks for,
+// rounded up to a whole millisecond, on from the server's TIME) in
+// :lapses; the same script then attempts the acquisition, so it is one
+// round trip, as Acquire is. An AcquireOrWait that acquires removes the
+// mark (or places it at the back again, when the Locker has more callers
+// waiting). Release and ForceRelease drop the lapsed marks, choose the
+// live one placed first, and publish
 //
 //	<token> <waiter ID>
 //
@@ -228,8 +229,35 @@
 // one round trip; if a release had chosen it (its mark was first and the
 // name is free), it passes the turn on to the next mark ("passed <waiter
 // ID>"). Both mark keys expire when their last mark lapses, so a waiter
-// that dies leaves nothing for longer than lease.MarkLife, and costs the
+// that dies leaves nothing for longer than its mark's life, and costs the
 // others at most that (lease.Run's waiters also try again every 2s).
+//
+// Fair waiting is a policy over the same marks, not a line of its own: an
+// AcquireOrWait with the fair policy takes a free name only when the
+// caller's mark is the first live one, or no mark is live; otherwise, in
+// the same script, it acquires nothing, places or renews the caller's
+// mark as for a held name, and answers with no holder and the time the
+// first mark has left. Acquire, and AcquireOrWait without the policy,
+// take a free name whatever the line. Versions before this one kept fair
+// waiters in a separate queue (keys :queue and :places, which expire on
+// their own): in a fleet of mixed versions the two kinds of fair waiter
+// do not see each other's order, and turn Watches ignore the old queue's
+// "dequeued" messages.
+//
+// The line's invariant: a name's line is its live marks in the order of
+// their :marks scores, and the waiter first in line is the live mark with
+// the lowest score, as marks_first (marks.lua) finds it by the server's
+// TIME. A mark joins at the back (its score is above every other mark's,
+// even when the clock stands still or steps back), keeps its score while
+// it is renewed, and is out of the line once its lapse in :lapses has
+// passed, for every script at once; the next script that reads the marks
+// drops it, and both keys expire with the last mark. Every decision of
+// whose turn it is (whom a release or ForceRelease names, to whom
+// StopWaiting passes the turn, whom the fair policy lets take a free name)
+// is marks_first's answer inside the one script that acts on it, and
+// scripts run one at a time: so the waiter a release wakes is the waiter
+// the fair policy then lets in, until its mark lapses and the next mark
+// is first for both.
 //
 // Expiry publishes nothing (the Locker does not rely on keyspace
 // notifications, which are off by default and not delivered across a

@@ -1,6 +1,11 @@
 package redislease
 
-import "time"
+import (
+	"context"
+	"time"
+
+	"github.com/leasekit/lease/driver"
+)
 
 // SetWatchLimits sets how long l keeps a subscription without a Watch,
 // and how many such subscriptions it keeps (0: maxLingering), in place of
@@ -19,3 +24,14 @@ const Lanes = lanes
 
 // Waiting returns how many calls of l wait in its queue for a pipeline.
 func Waiting(l *Locker) int { return l.s.pipes.Waiting() }
+
+// AcquireOrWait is the store's AcquireOrWait under l, with a Mark of the
+// caller's choosing (l's own AcquireOrWait chooses the Mark itself).
+func AcquireOrWait(ctx context.Context, l *Locker, name, owner string, ttl time.Duration, m driver.Mark) (driver.Tenure, error) {
+	return l.s.AcquireOrWait(ctx, name, owner, ttl, m)
+}
+
+// StopWaiting is the store's StopWaiting under l, for any waiter ID.
+func StopWaiting(ctx context.Context, l *Locker, name, waiter string) error {
+	return l.s.StopWaiting(ctx, name, waiter)
+}

@@ -15,8 +15,6 @@ const (
 	leaseSuffix    = ":lease"     // the tenure: a hash that expires with it
 	tokenSuffix    = ":token"     // the last token: an integer that expires (tokenMemory)
 	releasedSuffix = ":released:" // + token: the marker of a release (release.lua)
-	queueSuffix    = ":queue"     // the waiting line of AcquireQueued (queue.lua)
-	placesSuffix   = ":places"    // when each place in the line lapses
 	marksSuffix    = ":marks"     // the waiters' marks by placement (marks.lua)
 	lapsesSuffix   = ":lapses"    // when each mark lapses
 )

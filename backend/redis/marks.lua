@@ -35,13 +35,16 @@ local function marks_drop_lapsed(marks, lapses, now)
 end
 
 -- marks_first returns the waiter whose live mark was placed first, or
--- false when no mark is live, dropping the lapsed ones on the way. A name
--- no one waits for costs one EXISTS.
-local function marks_first(marks, lapses)
+-- false when no mark is live, dropping the lapses by now (microseconds;
+-- the server's TIME when nil) on the way. It is the one choice of the
+-- line: the waiter a release wakes, StopWaiting passes the turn to, and
+-- the fair policy lets take a free name (wait.lua). A name no one waits
+-- for costs one EXISTS.
+local function marks_first(marks, lapses, now)
   if redis.call('EXISTS', marks) == 0 then
     return false
   end
-  marks_drop_lapsed(marks, lapses, marks_now())
+  marks_drop_lapsed(marks, lapses, now or marks_now())
   while true do
     local first = redis.call('ZRANGE', marks, 0, 0)
     if #first == 0 then

@@ -20,10 +20,6 @@ var (
 	inspectSrc string
 	//go:embed force_release.lua
 	forceReleaseSrc string
-	//go:embed queue.lua
-	queueSrc string
-	//go:embed dequeue.lua
-	dequeueSrc string
 	//go:embed marks.lua
 	marksSrc string
 	//go:embed wait.lua
@@ -47,11 +43,7 @@ var (
 	forceReleaseScript = redis.NewScript(forceReleaseFullSrc)
 	waitScript         = redis.NewScript(waitSrc)
 	unmarkScript       = redis.NewScript(unmarkSrc)
-	// fairScript is queue.lua with acquire.lua after it: AcquireQueued.
-	fairScript    = redis.NewScript(fairSrc)
-	fairSrc       = queueSrc + "\n" + acquireSrc
-	dequeueScript = redis.NewScript(dequeueSrc)
 
 	// allSources is every script's text, for SCRIPT LOAD.
-	allSources = []string{acquireSrc, renewSrc, releaseFullSrc, inspectSrc, forceReleaseFullSrc, fairSrc, dequeueSrc, waitSrc, unmarkSrc}
+	allSources = []string{acquireSrc, renewSrc, releaseFullSrc, inspectSrc, forceReleaseFullSrc, waitSrc, unmarkSrc}
 )

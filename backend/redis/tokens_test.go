@@ -11,6 +11,7 @@ import (
 
 	"github.com/leasekit/lease"
 	redislease "github.com/leasekit/lease/backend/redis"
+	"github.com/leasekit/lease/driver"
 )
 
 // churn starts and releases n tenures of name and returns the last one.
@@ -146,7 +147,7 @@ func checkTokenKeyExpires(t *testing.T, client *redis.Client, prefix, when strin
 }
 
 // testTokenMemoryExpires checks that a name's token key expires after
-// every way of starting a tenure (Acquire, AcquireQueued) and after
+// every way of starting a tenure (Acquire, AcquireOrWait) and after
 // Release, and that tokens still grow when the key is gone, once the
 // server's clock has passed the last token (forward moves the clock
 // forward by at least a millisecond).
@@ -162,20 +163,21 @@ func testTokenMemoryExpires(t *testing.T, client *redis.Client, prefix string, f
 		t.Fatal(err)
 	}
 	checkTokenKeyExpires(t, client, prefix, "after Release")
-	queued, err := l.AcquireQueued(ctx, "jobs/memory", "b", time.Minute, time.Minute)
+	got, err := redislease.AcquireOrWait(ctx, l, "jobs/memory", "b", time.Minute, driver.Mark{Waiter: "waiter-b", Life: time.Minute, Fair: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if queued.Token <= first.Token {
-		t.Fatalf("AcquireQueued got token %d after %d", queued.Token, first.Token)
+	if got.Owner != "b" || got.Token <= first.Token {
+		t.Fatalf("fair AcquireOrWait got %+v after token %d", got, first.Token)
 	}
-	checkTokenKeyExpires(t, client, prefix, "after AcquireQueued")
-	if err := l.Release(ctx, queued); err != nil {
+	checkTokenKeyExpires(t, client, prefix, "after AcquireOrWait")
+	waited := lease.Lease{Name: "jobs/memory", Owner: "b", Token: got.Token, Deadline: got.Expires}
+	if err := l.Release(ctx, waited); err != nil {
 		t.Fatal(err)
 	}
 	last := churn(t, l, "jobs/memory", 50)
-	if last.Token <= queued.Token {
-		t.Fatalf("token %d after %d", last.Token, queued.Token)
+	if last.Token <= waited.Token {
+		t.Fatalf("token %d after %d", last.Token, waited.Token)
 	}
 	checkTokenKeyExpires(t, client, prefix, "after 50 tenures")
 	forward()

@@ -25,6 +25,9 @@ var (
 // placed first, and name it in the message they publish on the name's
 // channel, "<token> <waiter>" ("<token>" alone when no mark is live); a
 // turn Watch wakes only at a message that names its waiter or names none.
+// With the fair policy (Mark.Fair), wait.lua keeps a free name for that
+// same first live mark. See "Waiting" in the package documentation for
+// the line's invariant.
 
 // WatchTurn implements driver.TurnWatcher: it is Watch, on the same
 // subscription, for a Watch that wakes only at the messages that name
@@ -39,18 +42,17 @@ func (s *store) WatchTurn(ctx context.Context, name, waiter string) (lease.Watch
 // wait.lua and acquire.lua, in one script: Acquire's answer, with
 // m.Waiter's mark placed or renewed when another owner holds the name,
 // and removed (or placed at the back anew, with m.Keep) when the caller
-// acquires. The mark lapses m.Life (rounded up to a whole millisecond)
-// after the server's TIME, and the keys that hold the marks expire when
-// the last of them lapses.
+// acquires. With m.Fair, a free name whose first live mark is another
+// waiter's is not acquired: the mark is placed or renewed as for a held
+// name, and the answer has no Owner and the Remaining of the first mark.
+// The mark lapses m.Life (rounded up to a whole millisecond) after the
+// server's TIME, and the keys that hold the marks expire when the last of
+// them lapses.
 func (s *store) AcquireOrWait(ctx context.Context, name, owner string, ttl time.Duration, m driver.Mark) (driver.Tenure, error) {
 	tag := tagOf(name)
 	ms := ttlMillis(ttl)
-	keep := "0"
-	if m.Keep {
-		keep = "1"
-	}
 	keys := []string{s.key(&tag, leaseSuffix, ""), s.key(&tag, tokenSuffix, ""), s.key(&tag, marksSuffix, ""), s.key(&tag, lapsesSuffix, "")}
-	v, err := s.runScript(ctx, waitScript, keys, name, owner, ms, m.Waiter, max(ttlMillis(m.Life), 1), keep)
+	v, err := s.runScript(ctx, waitScript, keys, name, owner, ms, m.Waiter, max(ttlMillis(m.Life), 1), flag(m.Keep), flag(m.Fair))
 	if err != nil {
 		return driver.Tenure{}, callErr(ctx, err)
 	}
@@ -71,8 +73,10 @@ func (s *store) StopWaiting(ctx context.Context, name, waiter string) error {
 	return nil
 }
 
-// dequeuedMessage is what dequeue.lua publishes: a place in the fair
-// queue went, which no turn Watch waits for.
+// dequeuedMessage is what versions of this package with a separate fair
+// queue publish when a place in it goes (their dequeue.lua): in a fleet
+// of mixed versions it reaches this version's Watches, and concerns no
+// turn Watch.
 const dequeuedMessage = "dequeued"
 
 // wakes reports whether a message with payload on w's channel wakes w. A
@@ -81,7 +85,8 @@ const dequeuedMessage = "dequeued"
 // "passed <waiter>" from StopWaiting) and at one that names no waiter (a
 // release that found no live mark, or a release by a version of this
 // package before marks, which publishes "<token>" alone), but not at a
-// message that names another waiter, nor at dequeue.lua's.
+// message that names another waiter, nor at an older version's
+// "dequeued".
 func (w *watch) wakes(payload string) bool {
 	if !w.turn {
 		return true
@@ -91,6 +96,14 @@ func (w *watch) wakes(payload string) bool {
 		return what != dequeuedMessage
 	}
 	return waiter == w.waiter
+}
+
+// flag is a boolean script argument: "1" or "0".
+func flag(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
 }
 
 // ringUnsupported is the error of Watch and WatchTurn on a Ring client.
