@@ -90,3 +90,33 @@ func ExampleOpen() {
 	fmt.Println(err)
 	// Output: lease: invalid argument: no backend registered for scheme "redis": import _ "github.com/leasekit/lease/backend/redis" (or github.com/leasekit/lease/backend/all)
 }
+
+// Can asks what a Locker can do beyond the four calls, as its store can:
+// an operator's command offers "list" only where it works.
+func ExampleCan() {
+	locker := memory.New()
+	defer locker.Close()
+
+	fmt.Println("list:", lease.Can[lease.Lister](locker))
+	fmt.Println("watch:", lease.Can[lease.Waiter](locker))
+	// Output:
+	// list: true
+	// watch: true
+}
+
+// WithFairWait serves the waiters of a name in the order they came, over
+// the store's line of waiters; on a store without one (SQLite, MySQL) it
+// fails at once instead of waiting unfairly.
+func ExampleWithFairWait() {
+	locker := memory.New()
+	defer locker.Close()
+
+	err := lease.Run(context.Background(), locker, "migrations", time.Minute, func(ctx context.Context) error {
+		fmt.Println("migrating")
+		return nil
+	}, lease.WithFairWait(time.Minute))
+	fmt.Println(err)
+	// Output:
+	// migrating
+	// <nil>
+}
