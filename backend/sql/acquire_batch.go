@@ -107,6 +107,8 @@ func (s *store) takeSlot(ctx context.Context, what string) error {
 		return nil
 	default:
 	}
+	s.slotWaiters.Add(1)
+	defer s.slotWaiters.Add(-1)
 	select {
 	case s.acquireSlots <- struct{}{}:
 		return nil

@@ -63,7 +63,11 @@
 // Acquire, or one that finds a turn free and nobody waiting, is its own
 // statement (the queue is internal/combine's, as for Renews below). Ten
 // thousand Acquires at once cost a few hundred statements and commits
-// instead of ten thousand. SQLite, whose writes go one at a time anyway,
+// instead of ten thousand. A waiting Locker's AcquireOrWait (the
+// takeover with its mark's change, sent by its first waiter of a name)
+// never shares one: it waits for a turn of its own, since the shared
+// statement knows no marks and could not remove the mark of one that
+// acquires (TestAcquireOrWaitIsNotBatched). SQLite, whose writes go one at a time anyway,
 // and MySQL 8, which has no INSERT ... RETURNING, send one statement per
 // Acquire.
 //
@@ -103,17 +107,22 @@
 // try, sending NOTIFY only when the try fails (NOTIFY serializes commits,
 // so releases nobody waits for skip it). listen.go has the details.
 // SQLite and MySQL Lockers, and PostgreSQL Lockers without a Listener,
-// report errors.ErrUnsupported from Watch and WatchTurn, keep no line, and
-// lease.Run polls them.
+// cannot watch: lease.Can[lease.Waiter] is false for them, their Watch
+// reports errors.ErrUnsupported, they keep no line, lease.Run polls them,
+// and lease.Run with WithFairWait fails at once with an error matching
+// errors.ErrUnsupported, acquiring nothing.
 //
-// It is also a lease.TurnWaiter, which keeps one line of waiters per name
-// (turns.go): a release wakes one waiting Locker at a time instead of
+// A PostgreSQL Locker with a Listener also keeps one line of waiters per
+// name (turns.go): a release wakes one waiting Locker at a time instead of
 // every one, and with lease.Run's WithFairWait the line is also the order
 // in which waiters get the name. The line is the name's marks, rows of a
 // second table, the lease table's name with _marks (see Schema), each a
-// waiter's place in line: placed, renewed or removed by the waiter's
-// AcquireOrWait in the same statement as its takeover, ordered by the
-// database's clock. When somebody watches the name, the NOTIFY of a
+// waiting Locker's place in line: placed, renewed or removed by the
+// Locker's AcquireOrWait (driver.TurnWatcher), in the same statement as
+// its takeover, ordered by the database's clock. The Locker's own waiters
+// of a name share its one mark and turn watch, and only the first of them
+// sends AcquireOrWait (see driver.Locker), never batched with other
+// Acquires (see Pools). When somebody watches the name, the NOTIFY of a
 // release or force-release names the waiter whose unlapsed mark came
 // first, and only that Locker's turn watches wake, with every plain
 // Watch; when there is no mark, every watch wakes. A fair AcquireOrWait
@@ -135,9 +144,7 @@
 // keeps its place while it lives, and once lapsed is out of the line (a
 // later AcquireOrWait places it anew at the back) until it is deleted; an
 // AcquireOrWait that acquires removes the caller's mark (or, with Keep,
-// places it anew at the back), except a non-fair one that acquired in a
-// shared takeover statement during a burst, whose earlier mark stays
-// until StopWaiting or its lapse; and every decision about the line (whom
+// places it anew at the back); and every decision about the line (whom
 // a release, a force-release or a StopWaiting wakes, whether a fair
 // AcquireOrWait may take a free name) is made by one statement from the
 // marks it sees, by the first live mark, so no two Lockers act on
@@ -152,10 +159,11 @@
 // The marks table is created with the lease table, and beside an existing
 // lease table when auto-create is on; Cleanup deletes lapsed marks. A
 // Locker that finds no marks table (auto-create off, or a role that may
-// not create it) works as before: its WatchTurn reports
-// errors.ErrUnsupported, lease.Run watches with Watch, its AcquireOrWait
-// is Acquire (no line, so nothing fair), and its releases wake every
-// watch. While Lockers of an earlier version of this package share the
+// not create it) works as before, without a line: once it has found
+// that out (at its first operation), its Can says it keeps no line, its
+// store's WatchTurn reports errors.ErrUnsupported, lease.Run polls its
+// waiters and refuses WithFairWait, its AcquireOrWait is Acquire (no
+// line, so nothing fair), and its releases wake every watch. While Lockers of an earlier version of this package share the
 // table, their releases wake every waiter (their NOTIFY names nobody),
 // and their own watches miss the releases that name a waiter, trying
 // again at lease.Run's fallback instead.

@@ -319,7 +319,11 @@ func TestFairAcquireOrWaitIsNotBatched(t *testing.T) {
 		t, err := l.s.AcquireOrWait(c, name, "o-w2", time.Minute, fairMark("w2"))
 		done <- answer{t, err}
 	}()
-	time.Sleep(200 * time.Millisecond)
+	for deadline := time.Now().Add(10 * time.Second); l.s.slotWaiters.Load() != 1; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d calls wait for an Acquire turn, want the fair AcquireOrWait", l.s.slotWaiters.Load())
+		}
+	}
 	queued := l.s.acquires.Waiting()
 	for range cap(l.s.acquireSlots) {
 		<-l.s.acquireSlots

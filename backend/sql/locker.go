@@ -13,12 +13,13 @@ import (
 )
 
 // Locker is a lease store in one SQL table. It implements lease.Locker,
-// lease.BatchRenewer, lease.Lister, lease.ForceReleaser, lease.Waiter
-// (whose Watch reports errors.ErrUnsupported unless the Locker has a
-// Listener: see WithListener) and lease.TurnWaiter (whose WatchTurn
-// reports errors.ErrUnsupported unless the Locker has a Listener and its
-// table a marks table: see "Waiting" in the package documentation), and
-// is safe for concurrent use.
+// lease.BatchRenewer, lease.Lister, lease.ForceReleaser and lease.Waiter,
+// and is safe for concurrent use. Its Watch works only with a Listener
+// (WithListener, PostgreSQL), and only then, with the table's marks
+// table, does it keep a line of waiters (lease.Run's WithWait wakes one
+// waiter per release, and WithFairWait works): lease.Can says which, and
+// elsewhere Watch reports errors.ErrUnsupported and lease.Run polls. See
+// "Waiting" in the package documentation.
 type Locker struct {
 	*base
 	s *store

@@ -69,8 +69,10 @@ type store struct {
 	// held is the names found held by another owner, which MySQL's
 	// Acquires read before they write (held.go).
 	held heldNames
-	// acquireBatches counts the batches sent (tests read it).
+	// acquireBatches counts the batches sent, and slotWaiters the calls
+	// waiting in takeSlot for an acquire slot (tests read them).
 	acquireBatches atomic.Int64
+	slotWaiters    atomic.Int64
 
 	// listener opens the listening connection of Watch (nil: the Locker
 	// cannot watch); hub is that side (listen.go), and qualified the

@@ -32,21 +32,48 @@ import (
 // releases wake every waiter, as before. A Locker of an earlier version
 // does not understand a payload that names a waiter, so while both
 // versions run, its watches miss the releases of the newer ones and it
-// retries at lease.Run's fallback (two seconds).
+// retries at lease.Run's retry interval (at most two seconds).
 //
 // A Locker whose marks table is missing (WithoutAutoCreate on a database
 // whose operator did not create it, a role that may not create it) finds
 // it out at setup, from the catalog question that finds the lease table:
-// its WatchTurn reports errors.ErrUnsupported, so that lease.Run falls
-// back to Watch, and its releases wake every watch. SQLite and MySQL
-// Lockers, and PostgreSQL Lockers without a Listener, cannot watch at all
-// and report errors.ErrUnsupported from WatchTurn as from Watch. Without
-// marks there is no line: AcquireOrWait is Acquire (Mark.Fair holds
-// nothing back) and StopWaiting does nothing. The store type is a
-// driver.TurnWatcher on every dialect all the same; only WatchTurn says
-// at run time that it keeps no line.
+// from then on its Can says no to driver.TurnWatcher (and its WatchTurn
+// reports errors.ErrUnsupported), so that the Locker's waiters poll
+// without a line and a fair wait fails at once, and its releases wake
+// every watch. SQLite and MySQL Lockers, and PostgreSQL Lockers without a
+// Listener, cannot watch at all: Can says no to driver.Watcher and
+// driver.TurnWatcher, and Watch and WatchTurn report
+// errors.ErrUnsupported. Without marks there is no line: AcquireOrWait is
+// Acquire (Mark.Fair holds nothing back) and StopWaiting does nothing.
+// The store type is a driver.TurnWatcher on every dialect all the same;
+// Can (driver.Capable) says which of its interfaces work.
 
-var _ driver.TurnWatcher = (*store)(nil)
+var (
+	_ driver.TurnWatcher = (*store)(nil)
+	_ driver.Capable     = (*store)(nil)
+)
+
+// Can implements driver.Capable. Every store lists, force-releases and
+// renews in batches. Only a PostgreSQL store with a Listener watches
+// (driver.Watcher), and only one that also has its marks table keeps a
+// line (driver.TurnWatcher): whether it has one is known once the store
+// is set up (its first operation); until then Can takes the table to be
+// there, as auto-create or Schema makes it, and a store that finds it
+// missing says so from then on (its first WatchTurn reports
+// errors.ErrUnsupported, which the Locker heeds). Can says no to any
+// other interface.
+func (s *store) Can(p any) bool {
+	switch p.(type) {
+	case *driver.Lister, *driver.ForceReleaser, *driver.BatchRenewer:
+		return true
+	case *driver.Watcher:
+		return s.listener != nil
+	case *driver.TurnWatcher:
+		// marks is written before ready and never after.
+		return s.listener != nil && (!s.ready.Load() || s.marks != "")
+	}
+	return false
+}
 
 // turns reports whether the store keeps marks: PostgreSQL with a Listener
 // and a marks table. The store must be set up.
@@ -71,14 +98,15 @@ func (s *store) WatchTurn(ctx context.Context, name, waiter string) (lease.Watch
 // AcquireOrWait implements driver.TurnWatcher with one statement
 // (q.acquireOrWait), which with m.Fair also holds a free name back for
 // the waiter first in line (answering an empty Owner and the first mark's
-// time left). It takes one of the Acquires' turns on a bounded pool, as
-// Acquire does. When every turn is taken and m.Fair is false, it goes out
-// in a shared takeover statement, as Acquire would, and only when that
-// finds the name held does a statement of its own follow, to place the
-// mark. (An AcquireOrWait that acquires in a shared statement leaves a
-// mark placed before in place, until StopWaiting or its lapse.) A fair
-// one waits for a turn instead: a shared statement knows no line. Without
-// marks it is Acquire.
+// time left). On a bounded pool it takes one of the Acquires' turns
+// (acquireSlots), as Acquire does, and waits for one while every turn is
+// taken; it never goes out in a shared takeover statement
+// (acquire_batch.go), which knows neither marks nor the line, so that one
+// that acquires always removes (or, with m.Keep, moves) the waiter's
+// mark. Only a Locker's first waiter of a name sends it (driver.Locker's
+// line), so a burst of waiting Runs sends one per Locker and name; a
+// burst of plain Acquires still shares statements. Without marks it is
+// Acquire.
 func (s *store) AcquireOrWait(ctx context.Context, name, owner string, ttl time.Duration, m driver.Mark) (driver.Tenure, error) {
 	if err := s.setup(ctx); err != nil {
 		return driver.Tenure{}, err
@@ -87,23 +115,8 @@ func (s *store) AcquireOrWait(ctx context.Context, name, owner string, ttl time.
 		return s.Acquire(ctx, name, owner, ttl)
 	}
 	if slots := s.acquireSlots; slots != nil {
-		select {
-		case slots <- struct{}{}:
-		default:
-			if s.batches() && !m.Fair {
-				// Every turn is taken: a burst of Acquires. Share a
-				// statement with them (acquire_batch.go), and place the
-				// mark with a statement of its own only if the name turns
-				// out held, so that a burst of waiting Runs for free names
-				// still goes out in batches.
-				t, err := s.acquireBatched(ctx, name, owner, ttl)
-				if err != nil || t.Owner == owner {
-					return t, err
-				}
-			}
-			if err := s.takeSlot(ctx, "Acquires"); err != nil {
-				return driver.Tenure{}, err
-			}
+		if err := s.takeSlot(ctx, "Acquires"); err != nil {
+			return driver.Tenure{}, err
 		}
 		defer func() { <-slots }()
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/leasekit/lease"
 	"github.com/leasekit/lease/driver"
+	"github.com/leasekit/lease/internal/linetest"
 )
 
 // The tests of waiting for a turn (turns.go) on the real PostgreSQL server
@@ -97,11 +98,58 @@ func eavesdrop(t *testing.T, s *testStore, l *Locker) func(d time.Duration) (str
 	}
 }
 
+// waitIn returns a waiter for name on l that steps through the Locker's
+// waiting attempt by attempt (internal/linetest), as lease.Run's WithWait
+// would, and gives up when t ends.
+func waitIn(t *testing.T, l lease.Locker, name string) *linetest.Waiter {
+	t.Helper()
+	w := linetest.New(l, name, false, 0)
+	t.Cleanup(w.Stop)
+	return w
+}
+
+// isHeldErr fails t unless err is a *lease.HeldError naming owner as the
+// holder.
+func isHeldErr(t *testing.T, err error, owner, what string) *lease.HeldError {
+	t.Helper()
+	var he *lease.HeldError
+	if !errors.As(err, &he) || he.Owner != owner {
+		t.Fatalf("%s: %v, want ErrHeld by %s", what, err, owner)
+	}
+	return he
+}
+
+// markOrder returns the waiter IDs of the marks on name, lapsed or not,
+// in line order (when each was placed).
+func (s *testStore) markOrder(t *testing.T, name string) []string {
+	t.Helper()
+	rows, err := s.db.Query(`SELECT waiter FROM `+marksTable(s.table)+` WHERE lease_key = $1 ORDER BY placed_us, waiter`, key(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var ws []string
+	for rows.Next() {
+		var w string
+		if err := rows.Scan(&w); err != nil {
+			t.Fatal(err)
+		}
+		ws = append(ws, w)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return ws
+}
+
 // TestTurnWakesTheFirstMarkedLocker: with two Lockers waiting, a release
-// wakes the turn watch of the one whose mark came first and not the
-// other's; once that one acquires, its mark is gone and a force-release
-// wakes the other and not it; with no mark left, a release wakes every
-// turn watch. A plain watch wakes at every release.
+// wakes the first waiter of the Locker whose mark came first, and neither
+// the other Locker nor the first Locker's second waiter; a plain watch
+// wakes at every release. A Locker whose first waiter acquires while
+// another of its waiters still waits keeps its mark, placed anew at the
+// back (Keep): a force-release then wakes the other Locker and not it.
+// Once that one has acquired, its mark is gone, and its release wakes the
+// first Locker's remaining waiter, whose acquiring leaves no mark.
 func TestTurnWakesTheFirstMarkedLocker(t *testing.T) {
 	s := postgresStore(t)
 	holder, a, b, c := s.openLocker(t), s.openLocker(t), s.openLocker(t), s.openLocker(t)
@@ -111,65 +159,67 @@ func TestTurnWakesTheFirstMarkedLocker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wa, err := a.WatchTurn(ctx, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer wa.Stop()
-	wb, err := b.WatchTurn(ctx, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer wb.Stop()
+	a1, a2, b1 := waitIn(t, a, name), waitIn(t, a, name), waitIn(t, b, name)
 	wc, err := c.Watch(ctx, name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer wc.Stop()
-	if _, err := a.AcquireOrWait(ctx, name, "a", time.Minute); !errors.Is(err, lease.ErrHeld) {
-		t.Fatalf("a: %v, want ErrHeld", err)
+	_, err = a1.Acquire(ctx, "a", time.Minute)
+	isHeldErr(t, err, "h", "a's first waiter")
+	_, err = b1.Acquire(ctx, "b", time.Minute)
+	isHeldErr(t, err, "h", "b's waiter")
+	_, err = a2.Acquire(ctx, "a", time.Minute)
+	isHeldErr(t, err, "h", "a's second waiter")
+	order := s.markOrder(t, name)
+	if len(order) != 2 {
+		t.Fatalf("marks %q after three busy waiters of two Lockers, want one per Locker", order)
 	}
-	if _, err := b.AcquireOrWait(ctx, name, "b", time.Minute); !errors.Is(err, lease.ErrHeld) {
-		t.Fatalf("b: %v, want ErrHeld", err)
-	}
-	if n := s.markCount(t, name); n != 2 {
-		t.Fatalf("%d marks after two busy AcquireOrWaits, want 2", n)
-	}
-	drainAll(wa, wb, wc)
+	idA, idB := order[0], order[1]
+	drainAll(a1, a2, b1, wc)
 	if err := holder.Release(ctx, held); err != nil {
 		t.Fatal(err)
 	}
-	waitWake(t, wa, 5*time.Second, "a release, a's mark first")
+	waitWake(t, a1, 5*time.Second, "a release, a's mark first")
 	waitWake(t, wc, 5*time.Second, "a release (plain watch)")
-	noWake(t, wb, 300*time.Millisecond, "a release that chose a's mark")
+	noWake(t, b1, 300*time.Millisecond, "a release that chose a's mark")
+	noWake(t, a2, 50*time.Millisecond, "a release that chose a's mark, whose first waiter is another")
 
-	if _, err := a.AcquireOrWait(ctx, name, "a", time.Minute); err != nil {
-		t.Fatalf("a, woken: %v", err)
+	if _, err := a1.Acquire(ctx, "a", time.Minute); err != nil {
+		t.Fatalf("a's first waiter, woken: %v", err)
 	}
-	if n := s.markCount(t, name); n != 1 {
-		t.Fatalf("%d marks after a acquired, want b's alone", n)
+	a1.Done(true)
+	if got := s.markOrder(t, name); len(got) != 2 || got[0] != idB || got[1] != idA {
+		t.Fatalf("marks %q after a acquired with a waiter left, want b's (%s) and then a's (%s), placed anew", got, idB, idA)
 	}
-	drainAll(wa, wb, wc)
+	drainAll(a2, b1, wc)
 	if _, err := holder.ForceRelease(ctx, name); err != nil {
 		t.Fatal(err)
 	}
-	waitWake(t, wb, 5*time.Second, "a force-release, b's mark the only one")
+	waitWake(t, b1, 5*time.Second, "a force-release, b's mark first")
 	waitWake(t, wc, 5*time.Second, "a force-release (plain watch)")
-	noWake(t, wa, 300*time.Millisecond, "a force-release that chose b's mark (a has none)")
+	noWake(t, a2, 300*time.Millisecond, "a force-release that chose b's mark (a's is behind it)")
 
-	hb, err := b.AcquireOrWait(ctx, name, "b", time.Minute)
+	hb, err := b1.Acquire(ctx, "b", time.Minute)
 	if err != nil {
 		t.Fatalf("b, woken: %v", err)
 	}
-	if n := s.markCount(t, name); n != 0 {
-		t.Fatalf("%d marks after b acquired, want none", n)
+	b1.Done(true)
+	if got := s.markOrder(t, name); len(got) != 1 || got[0] != idA {
+		t.Fatalf("marks %q after b acquired, want a's (%s) alone", got, idA)
 	}
-	drainAll(wa, wb, wc)
+	drainAll(a2, wc)
 	if err := b.Release(ctx, hb); err != nil {
 		t.Fatal(err)
 	}
-	for _, w := range []lease.Watch{wa, wb, wc} {
-		waitWake(t, w, 5*time.Second, "a release with no mark left")
+	waitWake(t, a2, 5*time.Second, "a release, a's mark the only one")
+	waitWake(t, wc, 5*time.Second, "a release (plain watch)")
+	if _, err := a2.Acquire(ctx, "a", time.Minute); err != nil {
+		t.Fatalf("a's second waiter, woken: %v", err)
+	}
+	a2.Done(true)
+	if n := s.markCount(t, name); n != 0 {
+		t.Fatalf("%d marks after the last waiter acquired, want none", n)
 	}
 }
 
@@ -314,35 +364,63 @@ func TestLapsedMarkIsSkipped(t *testing.T) {
 	}
 }
 
-// TestStopWaitingRemovesTheMark: when the last turn watch of a Locker that
-// left a mark stops, the mark goes (StopWaiting, which the Locker sends);
-// StopWaiting of a waiter without a mark is no error.
+// TestStopWaitingRemovesTheMark: two waiters of one Locker share its one
+// mark, and only the first asks the database: the second is answered
+// the first's "held" without a statement. When the first gives up, the
+// mark stays and the second, now first, is woken and asks itself; when
+// the Locker's last waiter gives up, the mark goes (StopWaiting, which
+// the Locker sends). StopWaiting of a waiter without a mark is no error.
 func TestStopWaitingRemovesTheMark(t *testing.T) {
 	s := postgresStore(t)
-	holder, a := s.openLocker(t), s.openLocker(t)
+	holder := s.openLocker(t)
+	var c counter
+	a, err := New(countingDB(t, s, &c), s.baseOptions()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
 	ctx := t.Context()
 	const name = "stop"
 	if _, err := holder.Acquire(ctx, name, "h", time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	w1, err := a.WatchTurn(ctx, name)
-	if err != nil {
+	if err := a.s.setup(ctx); err != nil {
 		t.Fatal(err)
 	}
-	w2, err := a.WatchTurn(ctx, name)
-	if err != nil {
-		t.Fatal(err)
+	w1, w2 := waitIn(t, a, name), waitIn(t, a, name)
+	c.take()
+	_, err = w1.Acquire(ctx, "a", time.Minute)
+	isHeldErr(t, err, "h", "the first waiter")
+	if stmts, _ := c.take(); len(stmts) != 1 {
+		t.Errorf("the first waiter's attempt sent %d statements, want 1", len(stmts))
 	}
-	if _, err := a.AcquireOrWait(ctx, name, "a", time.Minute); !errors.Is(err, lease.ErrHeld) {
-		t.Fatal(err)
+	_, err = w2.Acquire(ctx, "a", time.Minute)
+	if he := isHeldErr(t, err, "h", "the second waiter"); he.Remaining <= 0 || he.Name != name {
+		t.Errorf("the second waiter's HeldError: %+v, want the name and the holder's time left", he)
 	}
-	w1.Stop()
+	if stmts, _ := c.take(); len(stmts) != 0 {
+		t.Errorf("the second waiter's attempt sent %d statements, want none (the first waiter asks)", len(stmts))
+	}
 	if n := s.markCount(t, name); n != 1 {
-		t.Fatalf("%d marks while a turn watch of the Locker remains, want 1", n)
+		t.Fatalf("%d marks with two waiters of one Locker, want 1", n)
+	}
+	drain(w2)
+	w1.Stop()
+	if stmts, _ := c.take(); len(stmts) != 0 {
+		t.Errorf("the first waiter giving up while another waits sent %d statements, want none", len(stmts))
+	}
+	if n := s.markCount(t, name); n != 1 {
+		t.Fatalf("%d marks while a waiter of the Locker remains, want 1", n)
+	}
+	waitWake(t, w2, 5*time.Second, "the first waiter gave up")
+	_, err = w2.Acquire(ctx, "a", time.Minute)
+	isHeldErr(t, err, "h", "the second waiter, first now")
+	if stmts, _ := c.take(); len(stmts) != 1 {
+		t.Errorf("the second waiter, first now, sent %d statements, want 1", len(stmts))
 	}
 	w2.Stop()
 	if n := s.markCount(t, name); n != 0 {
-		t.Fatalf("%d marks after the Locker's last turn watch stopped, want 0", n)
+		t.Fatalf("%d marks after the Locker's last waiter gave up, want 0", n)
 	}
 	if err := a.s.StopWaiting(ctx, name, "nobody"); err != nil {
 		t.Fatalf("StopWaiting without a mark: %v", err)
@@ -352,18 +430,20 @@ func TestStopWaitingRemovesTheMark(t *testing.T) {
 // TestTurnWatchesWakeWithoutMarks: when no Locker has a mark, a release
 // wakes every turn watch, and so does a notification in the format of
 // earlier versions (the key alone), marks or not; a notification naming
-// another waiter wakes only plain watches.
+// another waiter wakes only plain watches. (The turn watches are the
+// stores', under waiter IDs of the test's: a Locker sets its own up with
+// its first waiting attempt, which places its mark.)
 func TestTurnWatchesWakeWithoutMarks(t *testing.T) {
 	s := postgresStore(t)
 	holder, a, b := s.openLocker(t), s.openLocker(t), s.openLocker(t)
 	ctx := t.Context()
 	const name = "nomarks"
-	wa, err := a.WatchTurn(ctx, name)
+	wa, err := a.s.WatchTurn(ctx, name, "a")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer wa.Stop()
-	wb, err := b.WatchTurn(ctx, name)
+	wb, err := b.s.WatchTurn(ctx, name, "b")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -390,8 +470,11 @@ func TestTurnWatchesWakeWithoutMarks(t *testing.T) {
 	if _, err := holder.Acquire(ctx, name, "h", time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.AcquireOrWait(ctx, name, "a", time.Minute); !errors.Is(err, lease.ErrHeld) {
-		t.Fatal(err)
+	if got, err := a.s.AcquireOrWait(ctx, name, "a", time.Minute, driver.Mark{Waiter: "a", Life: testMarkLife}); err != nil || got.Owner != "h" {
+		t.Fatalf("a's busy AcquireOrWait: %+v, %v; want the holder", got, err)
+	}
+	if n := s.markCount(t, name); n != 1 {
+		t.Fatalf("%d marks, want a's", n)
 	}
 	ch, _ := channelFor(a.s.qualified)
 	notify := func(payload string) {
@@ -416,10 +499,10 @@ func TestTurnWatchesWakeWithoutMarks(t *testing.T) {
 	}
 }
 
-// TestTurnWatchWakesOnADroppedConnection: a turn watch that no release
-// would wake (another Locker's mark is first) still wakes when its
-// listening connection is cut, since a release may have gone unheard,
-// and a release that chooses it wakes it again after the reconnection.
+// TestTurnWatchWakesOnADroppedConnection: a Locker's turn watch wakes its
+// waiter when its listening connection is cut, since a release may have
+// gone unheard, and a release that chooses it wakes it again after the
+// reconnection.
 func TestTurnWatchWakesOnADroppedConnection(t *testing.T) {
 	s := postgresStore(t)
 	l := s.newLocker(t)
@@ -430,14 +513,9 @@ func TestTurnWatchWakesOnADroppedConnection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := l.WatchTurn(ctx, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
-	if _, err := l.AcquireOrWait(ctx, name, "a", time.Minute); !errors.Is(err, lease.ErrHeld) {
-		t.Fatal(err)
-	}
+	w := waitIn(t, l, name)
+	_, err = w.Acquire(ctx, "a", time.Minute)
+	isHeldErr(t, err, "h", "the waiter")
 	drain(w)
 	// Cut every listening connection of the store's listener: l's (and
 	// other's, which is not listening).
@@ -472,22 +550,20 @@ func TestMarksLeaveNothing(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range 5 {
 		l := s.openLocker(t)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			w, err := l.WatchTurn(ctx, "busy")
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			defer w.Stop()
-			for range 3 {
-				if _, err := l.AcquireOrWait(ctx, "busy", fmt.Sprint("w", i), time.Minute); !errors.Is(err, lease.ErrHeld) {
-					t.Errorf("waiter %d: %v, want ErrHeld", i, err)
-					return
+		// Two waiters per Locker: the first asks, the second is answered
+		// from the first's answer; whichever leaves last takes the mark.
+		for j := range 2 {
+			wg.Go(func() {
+				w := linetest.New(l, "busy", false, 0)
+				defer w.Stop()
+				for range 3 {
+					if _, err := w.Acquire(ctx, fmt.Sprint("w", i, j), time.Minute); !errors.Is(err, lease.ErrHeld) {
+						t.Errorf("waiter %d/%d: %v, want ErrHeld", i, j, err)
+						return
+					}
 				}
-			}
-		}()
+			})
+		}
 	}
 	wg.Wait()
 	if n := s.allMarks(t); n != 0 {
@@ -507,11 +583,14 @@ func TestMarksLeaveNothing(t *testing.T) {
 }
 
 // TestMissingMarksTable: on a lease table without its marks table and with
-// auto-create off, WatchTurn reports errors.ErrUnsupported (so lease.Run
-// watches plainly), AcquireOrWait is Acquire, and releases wake plain
-// watches as before. A table of the marks table's name that is not one
-// is not used. A Locker with auto-create on creates the marks table beside
-// the existing lease table.
+// auto-create off, the store's WatchTurn reports errors.ErrUnsupported
+// naming the marks table, and once the Locker has found that out its Can
+// says it keeps no line (though it watches): its waiters poll, their
+// attempts are Acquires (no mark), a fair wait fails at once naming
+// WithFairWait, and releases wake plain watches as before. A table of the
+// marks table's name that is not one is not used. A Locker with
+// auto-create on creates the marks table beside the existing lease table,
+// and keeps a line.
 func TestMissingMarksTable(t *testing.T) {
 	s := postgresStore(t)
 	ctx := t.Context()
@@ -523,8 +602,11 @@ func TestMissingMarksTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	off := s.newLocker(t, WithoutAutoCreate())
-	if _, err := off.WatchTurn(ctx, "m"); !errors.Is(err, errors.ErrUnsupported) || !contains(err, "marks table") {
+	if _, err := off.s.WatchTurn(ctx, "m", "w"); !errors.Is(err, errors.ErrUnsupported) || !contains(err, "marks table") {
 		t.Fatalf("WatchTurn without a marks table: %v, want ErrUnsupported naming the marks table", err)
+	}
+	if off.s.Can((*driver.TurnWatcher)(nil)) || !off.s.Can((*driver.Watcher)(nil)) || !lease.Can[lease.Waiter](off) {
+		t.Fatal("Can without a marks table: want a Watcher and no TurnWatcher")
 	}
 	w, err := off.Watch(ctx, "m")
 	if err != nil {
@@ -535,38 +617,55 @@ func TestMissingMarksTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := off.AcquireOrWait(ctx, "m", "a", time.Minute); !errors.Is(err, lease.ErrHeld) {
-		t.Fatalf("AcquireOrWait without marks, name held: %v, want ErrHeld", err)
+	wt := waitIn(t, off, "m")
+	_, err = wt.Acquire(ctx, "a", time.Minute)
+	isHeldErr(t, err, "h", "a waiting attempt without marks, name held")
+	if wt.Taken() {
+		t.Error("the Locker took the waiter into a line without a marks table")
+	}
+	fair := linetest.New(off, "m", true, 0)
+	defer fair.Stop()
+	if _, err := fair.Acquire(ctx, "a", time.Minute); !errors.Is(err, errors.ErrUnsupported) || !contains(err, "WithFairWait") {
+		t.Fatalf("a fair waiting attempt without marks: %v, want ErrUnsupported naming WithFairWait", err)
 	}
 	drain(w)
 	if err := off.Release(ctx, held); err != nil {
 		t.Fatal(err)
 	}
 	waitWake(t, w, 5*time.Second, "a release without a marks table")
-	if got, err := off.AcquireOrWait(ctx, "m", "a", time.Minute); err != nil || got.Owner != "a" {
-		t.Fatalf("AcquireOrWait without marks, name free: %v, %v", got, err)
+	if got, err := wt.Acquire(ctx, "a", time.Minute); err != nil || got.Owner != "a" {
+		t.Fatalf("a waiting attempt without marks, name free: %v, %v", got, err)
 	}
+	wt.Done(true)
 
 	// Not a marks table.
 	if _, err := s.db.Exec(`CREATE TABLE ` + marksTable(s.table) + ` (x int)`); err != nil {
 		t.Fatal(err)
 	}
 	odd := s.newLocker(t)
-	if _, err := odd.WatchTurn(ctx, "m"); !errors.Is(err, errors.ErrUnsupported) || !contains(err, "not a marks table") {
+	if _, err := odd.s.WatchTurn(ctx, "m", "w"); !errors.Is(err, errors.ErrUnsupported) || !contains(err, "not a marks table") {
 		t.Fatalf("WatchTurn with a foreign table in the marks table's place: %v, want ErrUnsupported", err)
+	}
+	if odd.s.Can((*driver.TurnWatcher)(nil)) {
+		t.Error("Can says a Locker with a foreign table in the marks table's place keeps a line")
 	}
 	if _, err := s.db.Exec(`DROP TABLE ` + marksTable(s.table)); err != nil {
 		t.Fatal(err)
 	}
 
 	on := s.newLocker(t)
-	wt, err := on.WatchTurn(ctx, "m")
-	if err != nil {
-		t.Fatalf("WatchTurn with auto-create on a lease table without marks: %v", err)
+	won := waitIn(t, on, "m")
+	_, err = won.Acquire(ctx, "b", time.Minute)
+	isHeldErr(t, err, "a", "a waiting attempt with auto-create on a lease table without marks")
+	if !won.Taken() || !on.s.Can((*driver.TurnWatcher)(nil)) {
+		t.Fatal("a Locker that created the marks table keeps no line")
 	}
-	wt.Stop()
+	if n := s.markCount(t, "m"); n != 1 {
+		t.Fatalf("%d marks in the new marks table after a busy waiting attempt, want 1", n)
+	}
+	won.Stop()
 	if n := s.allMarks(t); n != 0 {
-		t.Fatalf("%d marks in the new marks table", n)
+		t.Fatalf("%d marks in the new marks table after the waiter gave up", n)
 	}
 }
 
@@ -607,27 +706,39 @@ func TestSchemaHasTheMarksTable(t *testing.T) {
 		t.Fatalf("running Schema's statements: %v", err)
 	}
 	l := s.newLocker(t, WithTable(table), WithoutAutoCreate())
-	w, err := l.WatchTurn(ctx, "x")
+	w, err := l.s.WatchTurn(ctx, "x", "w")
 	if err != nil {
 		t.Fatalf("WatchTurn on tables made by Schema: %v", err)
 	}
 	w.Stop()
+	if !l.s.Can((*driver.TurnWatcher)(nil)) {
+		t.Error("Can says a Locker on tables made by Schema keeps no line")
+	}
 }
 
 // TestTurnsUnsupportedWithoutNotifications: SQLite and MySQL Lockers, and
-// PostgreSQL Lockers without a Listener, report errors.ErrUnsupported from
-// WatchTurn, and their AcquireOrWait is Acquire (leaving no mark).
+// PostgreSQL Lockers without a Listener, say through Can that they
+// neither watch nor keep a line, their store's WatchTurn reports
+// errors.ErrUnsupported, and their waiting attempts are Acquires (the
+// Locker does not take the waiter into a line, and leaves no mark).
 func TestTurnsUnsupportedWithoutNotifications(t *testing.T) {
 	check := func(t *testing.T, l *Locker) {
 		ctx := t.Context()
-		if _, err := l.WatchTurn(ctx, "x"); !errors.Is(err, errors.ErrUnsupported) {
+		if l.s.Can((*driver.Watcher)(nil)) || l.s.Can((*driver.TurnWatcher)(nil)) {
+			t.Error("Can says the store watches")
+		}
+		if _, err := l.s.WatchTurn(ctx, "x", "w"); !errors.Is(err, errors.ErrUnsupported) {
 			t.Fatalf("WatchTurn: %v, want ErrUnsupported", err)
 		}
-		if got, err := l.AcquireOrWait(ctx, "x", "a", time.Minute); err != nil || got.Owner != "a" {
-			t.Fatalf("AcquireOrWait of a free name: %v, %v", got, err)
+		wa, wb := waitIn(t, l, "x"), waitIn(t, l, "x")
+		if got, err := wa.Acquire(ctx, "a", time.Minute); err != nil || got.Owner != "a" {
+			t.Fatalf("a waiting attempt on a free name: %v, %v", got, err)
 		}
-		if _, err := l.AcquireOrWait(ctx, "x", "b", time.Minute); !errors.Is(err, lease.ErrHeld) {
-			t.Fatalf("AcquireOrWait of a held name: %v, want ErrHeld", err)
+		wa.Done(true)
+		_, err := wb.Acquire(ctx, "b", time.Minute)
+		isHeldErr(t, err, "a", "a waiting attempt on a held name")
+		if wa.Taken() || wb.Taken() {
+			t.Error("the Locker took a waiter into a line")
 		}
 		if err := l.s.StopWaiting(ctx, "x", "w"); err != nil {
 			t.Fatalf("StopWaiting: %v", err)
@@ -670,7 +781,7 @@ func TestStoppedWatchLingers(t *testing.T) {
 	if n := s.watchLocks(t); n != 1 {
 		t.Fatalf("%d watch locks after Stop, want the lingering 1", n)
 	}
-	wt, err := l.WatchTurn(ctx, "linger")
+	wt, err := l.s.WatchTurn(ctx, "linger", "w")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -748,7 +859,7 @@ func TestStoppedWatchLingers(t *testing.T) {
 }
 
 // TestTurnHandoffChain: five Lockers wait for a name, each acquiring only
-// when its turn watch wakes (or every two seconds, as lease.Run would);
+// when its waiter is woken (or every two seconds, as lease.Run would);
 // each holds it briefly and releases it. Every one gets it, and the test
 // logs how many attempts each handoff cost.
 func TestTurnHandoffChain(t *testing.T) {
@@ -773,23 +884,19 @@ func TestTurnHandoffChain(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			w, err := l.WatchTurn(ctx, name)
-			if err != nil {
-				t.Error(err)
-				ready.Done()
-				return
-			}
+			w := linetest.New(l, name, false, 0)
 			defer w.Stop()
 			owner := fmt.Sprint("w", i)
 			first := true
 			for range 100 {
 				attempts.Add(1)
-				ls, err := l.AcquireOrWait(ctx, name, owner, time.Minute)
+				ls, err := w.Acquire(ctx, owner, time.Minute)
 				if first {
 					first = false
 					ready.Done()
 				}
 				if err == nil {
+					w.Done(true)
 					got.Add(1)
 					time.Sleep(5 * time.Millisecond)
 					if err := l.Release(ctx, ls); err != nil {
@@ -826,19 +933,34 @@ func TestTurnHandoffChain(t *testing.T) {
 	}
 }
 
-// TestAcquireOrWaitBurstGoesOutInBatches: while every Acquire turn is
-// taken, AcquireOrWaits share takeover statements as Acquires do; those
-// that find their name held then place their marks, and those that
-// acquire leave none.
-func TestAcquireOrWaitBurstGoesOutInBatches(t *testing.T) {
+// TestAcquireOrWaitIsNotBatched: while every Acquire turn is taken, plain
+// Acquires queue to share a takeover statement, but an AcquireOrWait
+// waits for a turn of its own instead: a shared statement knows no marks.
+// So one that acquires then removes the mark its waiter placed before
+// (in a shared statement it would have stayed), and one that finds its
+// name held places its mark.
+func TestAcquireOrWaitIsNotBatched(t *testing.T) {
 	s := postgresStore(t)
 	l := s.openLocker(t, WithPoolSize(8, 2))
 	ctx := t.Context()
-	const free, busy = 20, 5
-	for i := range busy {
-		if _, err := l.Acquire(ctx, fmt.Sprintf("burst/held/%d", i), "other", time.Minute); err != nil {
-			t.Fatal(err)
-		}
+	const plain = 5
+	// w1 waited for nb/free while another owner held it: its mark is
+	// there when the name comes free.
+	held, err := l.Acquire(ctx, "nb/free", "other", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := l.s.AcquireOrWait(ctx, "nb/free", "me", time.Minute, driver.Mark{Waiter: "w1", Life: testMarkLife}); err != nil || got.Owner != "other" {
+		t.Fatalf("busy AcquireOrWait: %+v, %v; want the holder", got, err)
+	}
+	if err := l.Release(ctx, held); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.markCount(t, "nb/free"); n != 1 {
+		t.Fatalf("%d marks on the freed name, want w1's", n)
+	}
+	if _, err := l.Acquire(ctx, "nb/held", "other", time.Minute); err != nil {
+		t.Fatal(err)
 	}
 	if !l.s.batches() {
 		t.Fatal("PostgreSQL does not batch Acquires")
@@ -846,41 +968,70 @@ func TestAcquireOrWaitBurstGoesOutInBatches(t *testing.T) {
 	for range cap(l.s.acquireSlots) {
 		l.s.acquireSlots <- struct{}{}
 	}
-	errs := make([]error, free+busy)
+	batches := l.s.acquireBatches.Load()
+	type answer struct {
+		t   driver.Tenure
+		err error
+	}
+	free, busy := make(chan answer, 1), make(chan answer, 1)
+	wait := func(name, waiter string, to chan<- answer) {
+		c, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		got, err := l.s.AcquireOrWait(c, name, "me", time.Minute, driver.Mark{Waiter: waiter, Life: testMarkLife})
+		to <- answer{got, err}
+	}
+	go wait("nb/free", "w1", free)
+	go wait("nb/held", "w2", busy)
+	errs := make([]error, plain)
 	var wg sync.WaitGroup
-	for i := range free + busy {
-		name, waiter := fmt.Sprintf("burst/free/%d", i), fmt.Sprintf("w%d", i)
-		if i >= free {
-			name = fmt.Sprintf("burst/held/%d", i-free)
-		}
+	for i := range plain {
 		wg.Go(func() {
 			c, cancel := context.WithTimeout(ctx, 30*time.Second)
 			defer cancel()
-			_, errs[i] = l.s.AcquireOrWait(c, name, "me", time.Minute, driver.Mark{Waiter: waiter, Life: testMarkLife})
+			_, errs[i] = l.s.Acquire(c, fmt.Sprint("nb/plain/", i), "me", time.Minute)
 		})
 	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
-		n := l.s.acquires.Waiting()
-		if n == free+busy {
-			break
-		}
+	// Every call waits: both AcquireOrWaits for a turn of their own, and
+	// the plain Acquires, and only they, to share a statement.
+	for deadline := time.Now().Add(10 * time.Second); l.s.slotWaiters.Load()+int64(l.s.acquires.Waiting()) != plain+2; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d AcquireOrWaits queued for a shared statement", n, free+busy)
+			t.Fatalf("%d calls wait for a turn and %d to share a statement; want %d in all", l.s.slotWaiters.Load(), l.s.acquires.Waiting(), plain+2)
 		}
+	}
+	if n := l.s.slotWaiters.Load(); n != 2 {
+		t.Errorf("%d calls wait for a turn and %d to share a statement; want the 2 AcquireOrWaits and the %d Acquires", n, l.s.acquires.Waiting(), plain)
 	}
 	for range cap(l.s.acquireSlots) {
 		<-l.s.acquireSlots
 	}
 	wg.Wait()
 	for i, err := range errs {
-		switch {
-		case i < free && err != nil:
-			t.Errorf("AcquireOrWait of free name %d: %v", i, err)
-		case i < free && s.markCount(t, fmt.Sprintf("burst/free/%d", i)) != 0:
-			t.Errorf("free name %d has a mark after AcquireOrWait acquired it", i)
-		case i >= free && s.markCount(t, fmt.Sprintf("burst/held/%d", i-free)) != 1:
-			t.Errorf("held name %d has %d marks after a busy AcquireOrWait, want 1", i-free, s.markCount(t, fmt.Sprintf("burst/held/%d", i-free)))
+		if err != nil {
+			t.Errorf("Acquire of nb/plain/%d: %v", i, err)
 		}
+	}
+	if n := l.s.acquireBatches.Load() - batches; n < 1 {
+		t.Error("the plain Acquires did not share a statement")
+	}
+	timeout := time.After(30 * time.Second)
+	for _, ch := range []chan answer{free, busy} {
+		select {
+		case a := <-ch:
+			if ch == free && (a.err != nil || a.t.Owner != "me") {
+				t.Errorf("AcquireOrWait of the free name: %+v, %v; want it to acquire", a.t, a.err)
+			}
+			if ch == busy && (a.err != nil || a.t.Owner != "other") {
+				t.Errorf("AcquireOrWait of the held name: %+v, %v; want the holder", a.t, a.err)
+			}
+		case <-timeout:
+			t.Fatal("an AcquireOrWait did not return within 30s of the turns coming free")
+		}
+	}
+	if n := s.markCount(t, "nb/free"); n != 0 {
+		t.Errorf("%d marks on nb/free after w1's AcquireOrWait acquired it while every turn was taken, want none", n)
+	}
+	if n := s.markCount(t, "nb/held"); n != 1 {
+		t.Errorf("%d marks on nb/held after w2's busy AcquireOrWait, want 1", n)
 	}
 }
 
@@ -897,19 +1048,14 @@ func TestStopWaitingPassesTheTurn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ws []lease.Watch
+	var ws []*linetest.Waiter
 	for i, l := range []*Locker{a, b, c} {
-		w, err := l.WatchTurn(ctx, name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer w.Stop()
+		w := waitIn(t, l, name)
 		ws = append(ws, w)
-		if _, err := l.AcquireOrWait(ctx, name, fmt.Sprint(i), time.Minute); !errors.Is(err, lease.ErrHeld) {
-			t.Fatalf("waiter %d: %v, want ErrHeld", i, err)
-		}
+		_, err := w.Acquire(ctx, fmt.Sprint(i), time.Minute)
+		isHeldErr(t, err, "h", fmt.Sprint("waiter ", i))
 	}
-	drainAll(ws...)
+	drainAll(ws[0], ws[1], ws[2])
 	ws[1].Stop() // b, not first, stops while the name is held
 	noWake(t, ws[2], 300*time.Millisecond, "a waiter that was not first stopped waiting on a held name")
 	if err := holder.Release(ctx, held); err != nil {
