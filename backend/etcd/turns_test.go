@@ -2,6 +2,7 @@ package etcdlease
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -42,7 +43,7 @@ func turnWatch(t *testing.T, l *Locker, name, waiter string) lease.Watch {
 // held by another owner.
 func wait(t *testing.T, l *Locker, name, owner, waiter string, keep bool) {
 	t.Helper()
-	got, err := l.s.AcquireOrWait(t.Context(), name, owner, time.Minute, driver.Mark{Waiter: waiter, Life: lease.MarkLife, Keep: keep})
+	got, err := l.s.AcquireOrWait(t.Context(), name, owner, time.Minute, driver.Mark{Waiter: waiter, Life: markLife, Keep: keep})
 	if err != nil {
 		t.Fatalf("AcquireOrWait(%q, %q): %v", name, owner, err)
 	}
@@ -54,7 +55,7 @@ func wait(t *testing.T, l *Locker, name, owner, waiter string, keep bool) {
 // take is AcquireOrWait of name by owner for waiter, which must acquire.
 func take(t *testing.T, l *Locker, name, owner, waiter string, keep bool) driver.Tenure {
 	t.Helper()
-	got, err := l.s.AcquireOrWait(t.Context(), name, owner, time.Minute, driver.Mark{Waiter: waiter, Life: lease.MarkLife, Keep: keep})
+	got, err := l.s.AcquireOrWait(t.Context(), name, owner, time.Minute, driver.Mark{Waiter: waiter, Life: markLife, Keep: keep})
 	if err != nil {
 		t.Fatalf("AcquireOrWait(%q, %q): %v", name, owner, err)
 	}
@@ -95,6 +96,9 @@ func quietFor(t *testing.T, c <-chan struct{}, d time.Duration, what string) {
 }
 
 const turnQuiet = 300 * time.Millisecond
+
+// markLife is the life of the marks the tests' waiters place.
+const markLife = 5 * time.Second
 
 // TestTurnWakesOnlyTheOldestMark: a Release, a ForceRelease and an expiry
 // each wake the turn Watch of the Locker whose mark is oldest, and no
@@ -205,7 +209,7 @@ func TestAcquireOrWaitMarksInOneTransaction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if life := int64(lease.MarkLife / time.Second); ttl.TTL <= 0 || ttl.TTL > life || ttl.GrantedTTL != life {
+	if life := int64(markLife / time.Second); ttl.TTL <= 0 || ttl.TTL > life || ttl.GrantedTTL != life {
 		t.Fatalf("the mark's lease: TTL %d of %d, want at most %d of %d", ttl.TTL, ttl.GrantedTTL, life, life)
 	}
 	rev := first[0].ModRevision
@@ -436,7 +440,7 @@ func TestMarksLeaveNothingBehind(t *testing.T) {
 	if err := a.s.StopWaiting(ctx, name, "waiter-0"); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(lease.MarkLife + 5*time.Second)
+	deadline := time.Now().Add(markLife + 5*time.Second)
 	for {
 		r, err := holder.s.client.Get(ctx, holder.s.prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
 		if err != nil {
@@ -446,47 +450,10 @@ func TestMarksLeaveNothingBehind(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d keys left under the prefix %s after the marks' life", r.Count, lease.MarkLife)
+			t.Fatalf("%d keys left under the prefix %s after the marks' life", r.Count, markLife)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-}
-
-// TestTurnChoiceInRevisionOrder: the two watches' events are judged in
-// revision order whatever order their channels deliver them in: a mark
-// deleted before a release does not get the turn.
-func TestTurnChoiceInRevisionOrder(t *testing.T) {
-	l, _ := newLocker(t)
-	name := uniqueName("order")
-	marks := l.s.marksPrefix(name)
-	wA := &watch{Signal: driver.NewSignal(), ws: &l.s.watches, turn: true, waiter: "waiter-a"}
-	wB := &watch{Signal: driver.NewSignal(), ws: &l.s.watches, turn: true, waiter: "waiter-b"}
-	sb, cw, ctx, ok, err := l.s.watches.install(l.s.client, l.s.life, name, wA, func() *sub {
-		return &sub{name: name, key: l.s.key(name), marks: marks, watches: map[*watch]struct{}{}, poke: make(chan struct{}, 1)}
-	})
-	if err != nil || !ok {
-		t.Fatalf("install: %v, %v", ok, err)
-	}
-	l.s.watches.mu.Lock()
-	l.s.watches.add(sb, wB)
-	l.s.watches.mu.Unlock()
-	keys, marked := make(chan clientv3.WatchResponse, 1), make(chan clientv3.WatchResponse, 1)
-	keyA, keyB := marks+"waiter-a\xff01", marks+"waiter-b\xff01"
-	// The release (revision 10) comes first on its channel; a's mark was
-	// deleted at revision 9.
-	keys <- clientv3.WatchResponse{Events: []*clientv3.Event{{Type: mvccpb.DELETE, Kv: &mvccpb.KeyValue{Key: []byte(sb.key), ModRevision: 10}}}}
-	marked <- clientv3.WatchResponse{Events: []*clientv3.Event{{Type: mvccpb.DELETE, Kv: &mvccpb.KeyValue{Key: []byte(keyA), ModRevision: 9}}}}
-	st := seen{created: 2, marks: map[string]markSeen{keyA: {"waiter-a", 3}, keyB: {"waiter-b", 4}}}
-	done := make(chan struct{})
-	go func() {
-		defer l.s.watches.wg.Done()
-		defer close(done)
-		defer sb.cancel()
-		l.s.follow(ctx, cw, sb, st, func() {}, [2]clientv3.WatchChan{keys, marked})
-	}()
-	defer func() { sb.cancel(); <-done }()
-	wakeWithin(t, wB.Changed(), 5*time.Second, "b (the oldest mark at the release)")
-	quietFor(t, wA.Changed(), turnQuiet, "a (its mark went before the release)")
 }
 
 // TestWatchLingersAndIsReused: Stop sends nothing; a Watch of a name that
@@ -568,61 +535,96 @@ func TestLingeringIsBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer x.Stop()
-	if m, _ := w.take(); w.count(m, "Txn") != 1 {
-		t.Fatalf("a Watch after its subscription ended sent %v, want one Txn (the read)", m)
+	if m, _ := w.take(); w.count(m, "Range") != 1 {
+		t.Fatalf("a Watch after its subscription ended sent %v, want one Range (the read)", m)
 	}
 }
 
-// TestTurnChoiceWhenMarkEventsLag: every Locker must choose the same
-// waiter for a release, even one whose mark watch has not yet delivered
-// the marks placed before it (the two watches' channels are not
-// ordered). Here the release arrives and no mark event ever does: the
-// subscription reads the marks as they were at the release's revision and
-// wakes the oldest mark's waiter only. Before that read, it judged from
-// no marks at all and woke every turn Watch, so two Lockers could each
-// believe the release chose them (issue 32: "a release wakes only the
-// waiting locker whose mark is oldest" failed under load on etcd).
-func TestTurnChoiceWhenMarkEventsLag(t *testing.T) {
-	l, _ := newLocker(t)
-	name := uniqueName("lag")
-	marks := l.s.marksPrefix(name)
-	keyA, keyB := marks+"waiter-a\xff01", marks+"waiter-b\xff01"
-	ctx := t.Context()
-	before, err := l.s.client.Get(ctx, "x")
-	if err != nil {
-		t.Fatal(err)
+// fakeFollow runs l's follow of name on channels of the test's, with a
+// turn Watch for each of waiters, until the test ends. It returns the
+// channel that stands for the name key's etcd watch, and the Watches.
+func fakeFollow(t *testing.T, l *Locker, name string, waiters ...string) (chan<- clientv3.WatchResponse, []*watch) {
+	t.Helper()
+	var ws []*watch
+	for _, waiter := range waiters {
+		ws = append(ws, &watch{Signal: driver.NewSignal(), ws: &l.s.watches, turn: true, waiter: waiter})
 	}
-	if _, err := l.s.client.Put(ctx, keyA, ""); err != nil {
-		t.Fatal(err)
-	}
-	put, err := l.s.client.Put(ctx, keyB, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	wA := &watch{Signal: driver.NewSignal(), ws: &l.s.watches, turn: true, waiter: "waiter-a"}
-	wB := &watch{Signal: driver.NewSignal(), ws: &l.s.watches, turn: true, waiter: "waiter-b"}
-	sb, cw, wctx, ok, err := l.s.watches.install(l.s.client, l.s.life, name, wB, func() *sub {
-		return &sub{name: name, key: l.s.key(name), marks: marks, watches: map[*watch]struct{}{}, poke: make(chan struct{}, 1)}
-	})
+	sb, cw, ctx, ok, err := l.s.watches.install(l.s.client, l.s.life, name, ws[0], func() *sub { return l.s.newSub(name) })
 	if err != nil || !ok {
 		t.Fatalf("install: %v, %v", ok, err)
 	}
 	l.s.watches.mu.Lock()
-	l.s.watches.add(sb, wA)
+	for _, w := range ws[1:] {
+		l.s.watches.add(sb, w)
+	}
 	l.s.watches.mu.Unlock()
-	keys, marked := make(chan clientv3.WatchResponse, 1), make(chan clientv3.WatchResponse)
-	// The subscription was set up before either mark; the release comes
-	// right after b's mark, and the marks' events are still on their way.
-	st := seen{created: 2, marks: map[string]markSeen{}, marksAt: before.Header.Revision}
-	keys <- clientv3.WatchResponse{Events: []*clientv3.Event{{Type: mvccpb.DELETE, Kv: &mvccpb.KeyValue{Key: []byte(sb.key), ModRevision: put.Header.Revision + 1}}}}
+	keys := make(chan clientv3.WatchResponse)
 	done := make(chan struct{})
 	go func() {
 		defer l.s.watches.wg.Done()
 		defer close(done)
 		defer sb.cancel()
-		l.s.follow(wctx, cw, sb, st, func() {}, [2]clientv3.WatchChan{keys, marked})
+		l.s.follow(ctx, cw, sb, 0, func() {}, [2]clientv3.WatchChan{keys, make(chan clientv3.WatchResponse)})
 	}()
-	defer func() { sb.cancel(); <-done }()
-	wakeWithin(t, wA.Changed(), 5*time.Second, "a (the oldest mark at the release)")
-	quietFor(t, wB.Changed(), turnQuiet, "b (a newer mark: the release chose a)")
+	t.Cleanup(func() { sb.cancel(); <-done })
+	return keys, ws
+}
+
+// TestTurnChoiceIsOneDecision: two Lockers that learn of one release at
+// different times, with the marks changing in between, wake the same
+// waiter: the one whose mark was first at the release's revision R, and
+// not one whose mark went before R (a) or after (b stays the choice).
+//
+// The previous design chose from what each Locker's own watch of the
+// marks had delivered so far, and its fix read the marks at R-1 only
+// when those events had not reached R-1; a Locker whose mark events ran
+// ahead of its key events judged the release by marks from after it.
+// In that test (the same steps, with the deletion of b's mark delivered
+// to the first Locker before the release, as clientv3 may deliver two
+// watches' events out of order) the first Locker woke c and the second
+// b: conformance's "the Locker with the newer mark was woken by a
+// Release, which chose another Locker" (issue 37).
+func TestTurnChoiceIsOneDecision(t *testing.T) {
+	ls, _ := turnLockers(t, 2)
+	ctx := t.Context()
+	c := ls[0].s.client
+	name := uniqueName("one")
+	marks, key := ls[0].s.marksPrefix(name), ls[0].s.key(name)
+	put := func(k string) int64 {
+		t.Helper()
+		r, err := c.Put(ctx, k, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Header.Revision
+	}
+	del := func(k string) int64 {
+		t.Helper()
+		r, err := c.Delete(ctx, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Header.Revision
+	}
+	keyA, keyB, keyC := marks+"waiter-a\xff01", marks+"waiter-b\xff01", marks+"waiter-c\xff01"
+	put(keyA)
+	put(keyB)
+	put(keyC)
+	del(keyA) // a stops waiting before the release
+	put(key)
+	r := del(key) // the release, at R
+	release := clientv3.WatchResponse{Events: []*clientv3.Event{{Type: mvccpb.DELETE, Kv: &mvccpb.KeyValue{Key: []byte(key), ModRevision: r}}}}
+
+	keys0, ws0 := fakeFollow(t, ls[0], name, "waiter-a", "waiter-b", "waiter-c")
+	keys1, ws1 := fakeFollow(t, ls[1], name, "waiter-a", "waiter-b", "waiter-c")
+	keys0 <- release // the first Locker learns of it at once
+	wakeWithin(t, ws0[1].Changed(), 5*time.Second, "b's turn Watch on the first Locker (the first mark at the release)")
+	del(keyB) // b takes its turn or gives up: after R
+	put(marks + "waiter-a\xff02")
+	keys1 <- release // the second Locker learns of the release later
+	wakeWithin(t, ws1[1].Changed(), 5*time.Second, "b's turn Watch on the second Locker (the first mark at the release)")
+	for i, ws := range [][]*watch{ws0, ws1} {
+		quietFor(t, ws[0].Changed(), turnQuiet, fmt.Sprintf("a's turn Watch on Locker %d (its mark went before the release)", i))
+		quietFor(t, ws[2].Changed(), 0, fmt.Sprintf("c's turn Watch on Locker %d (a newer mark)", i))
+	}
 }
