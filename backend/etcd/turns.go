@@ -97,7 +97,7 @@ func (s *store) StopWaiting(ctx context.Context, name, waiter string) error {
 	base := s.markBase(name, waiter)
 	rec, ok := s.marks.get(id)
 	if !ok || rec.key == "" {
-		r, err := s.client.Get(ctx, base, clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithLimit(1))
+		r, err := s.client.Get(ctx, base, clientv3.WithPrefix(), clientv3.WithLimit(1))
 		if err != nil {
 			return fmt.Errorf("read the mark: %w", err)
 		}
@@ -204,10 +204,14 @@ func (s *store) acquireOrWait(ctx context.Context, name, owner string, ttl time.
 		} else {
 			took = []clientv3.Op{clientv3.OpDelete(base, clientv3.WithPrefix())}
 		}
+		// Marks are read whole (their value is empty): a keys-only Range
+		// leaves out the etcd lease on etcd 3.7, which reads keys only
+		// from its index.
+		//
 		// The waiter's mark, when it has one, is read; when the Locker
 		// knows it on a lease of another life (an earlier call's), it
 		// moves onto ml first, keeping its create revision: its place.
-		found := []clientv3.Op{clientv3.OpGet(base, clientv3.WithPrefix(), clientv3.WithKeysOnly())}
+		found := []clientv3.Op{clientv3.OpGet(base, clientv3.WithPrefix())}
 		if !known && rec.key != "" {
 			found = append([]clientv3.Op{clientv3.OpTxn(
 				[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(rec.key), "=", rec.rev)},
@@ -229,7 +233,7 @@ func (s *store) acquireOrWait(ctx context.Context, name, owner string, ttl time.
 		if m.Fair {
 			// The first mark in line: the waiter ahead when the name is
 			// free.
-			els = append(els, clientv3.OpGet(s.marksPrefix(name), clientv3.WithPrefix(), clientv3.WithKeysOnly(),
+			els = append(els, clientv3.OpGet(s.marksPrefix(name), clientv3.WithPrefix(),
 				clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(1)))
 		}
 		// The mark's lease is kept alive alongside only when the

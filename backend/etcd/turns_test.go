@@ -628,3 +628,79 @@ func TestTurnChoiceIsOneDecision(t *testing.T) {
 		quietFor(t, ws[2].Changed(), 0, fmt.Sprintf("c's turn Watch on Locker %d (a newer mark)", i))
 	}
 }
+
+// TestStopWaitingPassesTheTurn: when the waiter a release chose stops
+// waiting while the name is free, its StopWaiting wakes the next mark's
+// waiter at once (and no one else, not a plain Watch either), and, with
+// no mark left, every turn Watch; a StopWaiting of a mark that is not
+// first, or while the name is held, wakes no one. A Locker that forgot
+// its mark passes the turn on too.
+func TestStopWaitingPassesTheTurn(t *testing.T) {
+	ls, _ := turnLockers(t, 4)
+	holder, a, b, c := ls[0], ls[1], ls[2], ls[3]
+	ctx := t.Context()
+	name := uniqueName("pass")
+	wA, wB, wC := turnWatch(t, a, name, "waiter-a"), turnWatch(t, b, name, "waiter-b"), turnWatch(t, c, name, "waiter-c")
+	plain, err := holder.Watch(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Stop()
+	all := []lease.Watch{wA, wB, wC, plain}
+	drainAll := func() {
+		for _, w := range all {
+			drain(w.Changed())
+		}
+	}
+	held, err := holder.Acquire(ctx, name, "holder", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait(t, a, name, "owner-a", "waiter-a", false)
+	wait(t, b, name, "owner-b", "waiter-b", false)
+	wait(t, c, name, "owner-c", "waiter-c", false)
+	wait(t, holder, name, "owner-d", "waiter-d", false)
+	// While the name is held, giving up passes nothing on.
+	drainAll()
+	if err := holder.s.StopWaiting(ctx, name, "waiter-d"); err != nil {
+		t.Fatal(err)
+	}
+	for i, w := range all {
+		quietFor(t, w.Changed(), turnQuiet/time.Duration(len(all)), fmt.Sprintf("Watch %d at a StopWaiting while the name is held", i))
+	}
+	if err := holder.Release(ctx, held); err != nil {
+		t.Fatal(err)
+	}
+	wakeWithin(t, wA.Changed(), 5*time.Second, "a's turn Watch (the oldest mark) at the Release")
+	quietFor(t, wB.Changed(), turnQuiet, "b's turn Watch at the Release")
+	drainAll()
+
+	// c's mark is not first: its StopWaiting passes nothing on.
+	if err := c.s.StopWaiting(ctx, name, "waiter-c"); err != nil {
+		t.Fatal(err)
+	}
+	for i, w := range all {
+		quietFor(t, w.Changed(), turnQuiet/time.Duration(len(all)), fmt.Sprintf("Watch %d at the StopWaiting of a mark behind the first", i))
+	}
+	// a, chosen, gives up: b is next.
+	if err := a.s.StopWaiting(ctx, name, "waiter-a"); err != nil {
+		t.Fatal(err)
+	}
+	wakeWithin(t, wB.Changed(), 5*time.Second, "b's turn Watch (the next mark) at a's StopWaiting")
+	quietFor(t, wA.Changed(), turnQuiet, "a's turn Watch at its own StopWaiting")
+	quietFor(t, wC.Changed(), 0, "c's turn Watch (no mark) at a's StopWaiting")
+	quietFor(t, plain.Changed(), 0, "a plain Watch at a StopWaiting (no release)")
+	// b gives up too, on a Locker that forgot its mark: no mark is
+	// left, so every turn Watch wakes.
+	b.s.marks.forget(markID{name, "waiter-b"})
+	if err := b.s.StopWaiting(ctx, name, "waiter-b"); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []lease.Watch{wA, wB, wC} {
+		wakeWithin(t, w.Changed(), 5*time.Second, "a turn Watch at the StopWaiting of the last mark")
+	}
+	quietFor(t, plain.Changed(), turnQuiet, "a plain Watch at a StopWaiting (no release)")
+	if got := marksOf(t, a, name); len(got) != 0 {
+		t.Fatalf("marks left: %v", got)
+	}
+}
