@@ -26,8 +26,8 @@ var (
 // seconds), which each AcquireOrWait of the waiter keeps alive alongside
 // its transaction: a mark lapses MarkLife after the last AcquireOrWait
 // that renewed it, by etcd's clock, when etcd deletes it with its lease.
-// Its create revision is its place in line. Like the places of fair.go,
-// marks start with the byte 0xff, which no name holds, so List and the
+// Its create revision is its place in line. Marks start with the byte
+// 0xff, which no name holds, so List and the
 // tenure keys never see them; seq (16 hex digits, drawn from a counter of
 // the Locker's) changes whenever a mark goes to the back of the line, so
 // that the new key gets a new create revision in the transaction that
@@ -50,19 +50,23 @@ var (
 
 // marksPrefix is the prefix of the marks of name.
 func (s *store) marksPrefix(name string) string {
-	return s.prefix + queueSep + "w" + name + queueSep
+	return s.prefix + waitSep + "w" + name + waitSep
 }
+
+// waitSep starts every waiter's key after the prefix (marks, pass keys),
+// and ends the name in a mark's key: a byte that valid UTF-8 never holds.
+const waitSep = "\xff"
 
 // passKey is the key whose put tells every Locker watching name that a
 // StopWaiting passed the turn on (see StopWaiting).
 func (s *store) passKey(name string) string {
-	return s.prefix + queueSep + "p" + name
+	return s.prefix + waitSep + "p" + name
 }
 
 // markBase is the prefix of waiter's mark on name: the mark is markBase
 // followed by its seq.
 func (s *store) markBase(name, waiter string) string {
-	return s.marksPrefix(name) + waiter + queueSep
+	return s.marksPrefix(name) + waiter + waitSep
 }
 
 // newMarkKey is a mark key under base that no mark of this Locker has had.

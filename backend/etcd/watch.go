@@ -338,7 +338,7 @@ func (s *store) watchFrom(ctx context.Context, key string) (created, rev int64, 
 // markWaiter is the waiter of the mark key under marks.
 func markWaiter(key, marks string) string {
 	rest := strings.TrimPrefix(key, marks)
-	if i := strings.IndexByte(rest, queueSep[0]); i >= 0 {
+	if i := strings.IndexByte(rest, waitSep[0]); i >= 0 {
 		return rest[:i]
 	}
 	return rest
