@@ -704,3 +704,58 @@ func TestStopWaitingPassesTheTurn(t *testing.T) {
 		t.Fatalf("marks left: %v", got)
 	}
 }
+
+// TestMarkLifeIsTheCalls: a mark's etcd lease is granted for the Mark's
+// Life, rounded up to whole seconds and never below the shortest lease
+// etcd grants; a waiter that asks again with another Life moves its mark
+// onto a lease of that life in the same transaction, keeping its place.
+func TestMarkLifeIsTheCalls(t *testing.T) {
+	ls, ws := turnLockers(t, 3)
+	holder, a, b := ls[0], ls[1], ls[2]
+	ctx := t.Context()
+	name := uniqueName("life")
+	if _, err := holder.Acquire(ctx, name, "holder", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	waitFor := func(l *Locker, waiter string, life time.Duration) {
+		t.Helper()
+		got, err := l.s.AcquireOrWait(ctx, name, "owner-"+waiter, time.Minute, driver.Mark{Waiter: waiter, Life: life})
+		if err != nil || got.Owner != "holder" {
+			t.Fatalf("AcquireOrWait(%s, life %s) = %+v, %v; want the holder's tenure", waiter, life, got, err)
+		}
+	}
+	granted := func(kv *mvccpb.KeyValue) int64 {
+		t.Helper()
+		r, err := holder.s.client.TimeToLive(ctx, clientv3.LeaseID(kv.Lease))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.GrantedTTL
+	}
+	shortest := int64(shortestTTL(t, testEndpoints) / time.Second)
+	waitFor(a, "waiter-a", 4*time.Second)
+	waitFor(b, "waiter-b", 6500*time.Millisecond)
+	waitFor(holder, "waiter-c", 300*time.Millisecond)
+	marks := marksOf(t, holder, name)
+	if len(marks) != 3 {
+		t.Fatalf("marks %v, want three", marks)
+	}
+	if g := granted(marks[2]); g != max(1, shortest) {
+		t.Fatalf("a mark of life 300ms is on an etcd lease of %ds, want %ds", g, max(1, shortest))
+	}
+	if g := granted(marks[1]); g != 7 {
+		t.Fatalf("a mark of life 6.5s is on an etcd lease of %ds, want 7s", g)
+	}
+	ws[1].take()
+	waitFor(a, "waiter-a", 9*time.Second)
+	if m, _ := ws[1].take(); ws[1].count(m, "Txn") != 1 {
+		t.Fatalf("an AcquireOrWait with another life sent %v, want one Txn", m)
+	}
+	again := marksOf(t, holder, name)
+	if len(again) < 2 || string(again[0].Key) != string(marks[0].Key) || again[0].CreateRevision != marks[0].CreateRevision {
+		t.Fatalf("marks after a asked with another life: %v, want a's mark first as before (%v)", again, marks)
+	}
+	if g := granted(again[0]); g != 9 {
+		t.Fatalf("a's mark after it asked with life 9s is on an etcd lease of %ds, want 9s", g)
+	}
+}
