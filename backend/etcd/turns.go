@@ -18,35 +18,47 @@ var (
 	_ driver.TurnWatcher = (*store)(nil)
 )
 
-// Turns (lease.TurnWaiter). A waiting Locker's mark on a name is a key
+// Turns (lease.TurnWaiter): one line of waiters per name, its marks (see
+// "The line invariant" in the package documentation). A waiting Locker's
+// mark on a name is a key
 //
 //	<prefix>\xffw<name>\xff<waiter>\xff<seq>   value: empty
 //
-// on an etcd lease of the mark's own (MarkLife, rounded up to whole
-// seconds), which each AcquireOrWait of the waiter keeps alive alongside
-// its transaction: a mark lapses MarkLife after the last AcquireOrWait
-// that renewed it, by etcd's clock, when etcd deletes it with its lease.
-// Its create revision is its place in line. Marks start with the byte
-// 0xff, which no name holds, so List and the
-// tenure keys never see them; seq (16 hex digits, drawn from a counter of
-// the Locker's) changes whenever a mark goes to the back of the line, so
-// that the new key gets a new create revision in the transaction that
-// deletes the old one.
+// on an etcd lease of the mark's own, granted for Mark.Life rounded up to
+// whole seconds, which each AcquireOrWait of the waiter keeps alive
+// alongside its transaction: a mark lapses its life after the last
+// AcquireOrWait that renewed it, by etcd's clock, when etcd deletes it
+// with its lease. Its create revision is its place in line. Marks start
+// with the byte 0xff, which no name holds, so List and the tenure keys
+// never see them; seq (16 hex digits, drawn from a counter of the
+// Locker's) changes whenever a mark goes to the back of the line, so that
+// the new key gets a new create revision in the transaction that deletes
+// the old one.
 //
 // AcquireOrWait is one transaction, Acquire's with more in its branches:
 //
-//	if the name's key does not exist:
+//	if the name's key does not exist (and, with Fair, the waiter's mark
+//	is first, or the line is empty: firstInLine):
 //	    put it; delete the waiter's mark (Keep: put a new one, delete the rest)
 //	else: read the key, and
 //	    if its value is owner (re-entry): as above
 //	    else if the waiter has no mark: put one
-//	    else: read the mark
+//	    else: (move the mark onto a lease of this call's life, when the
+//	          Locker knows it on another;) read the mark
+//	    (with Fair: read the first mark, for a free name's answer)
 //
-// Releases need no change: every Locker watching a name for turns also
-// watches its marks (see watch.go) and, when the name's key is deleted
-// (a Release, a ForceRelease, or an expiry) at revision R, picks the mark
-// created first before R; its waiter's turn Watches wake, and no others.
-// With no mark, every turn Watch wakes.
+// The decision. Releases need no change: when the name's key is deleted
+// (a Release, a ForceRelease, or an expiry) at revision R, every Locker
+// with a turn Watch on the name reads the first mark as of R (chosen, in
+// watch.go: one Range at revision R) and wakes its waiter's turn Watches,
+// or every turn Watch when there is none. The choice is a function of
+// etcd's state at R, so every Locker makes the same, whatever order its
+// watches delivered their events in and whatever it has seen of the
+// marks; this costs a waiting Locker one Range per release, no more than
+// proving its own view of the marks complete up to R would (see the
+// package documentation). StopWaiting of the first mark while the name is
+// free puts the name's pass key in its transaction, and every Locker
+// judges that put the same way, at its revision: the next waiter wakes.
 
 // marksPrefix is the prefix of the marks of name.
 func (s *store) marksPrefix(name string) string {

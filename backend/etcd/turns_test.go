@@ -182,7 +182,7 @@ func TestTurnWakesOnlyTheOldestMark(t *testing.T) {
 }
 
 // TestAcquireOrWaitMarksInOneTransaction: a busy AcquireOrWait places the
-// mark in its one transaction, on an etcd lease of MarkLife; the next
+// mark in its one transaction, on an etcd lease of its life; the next
 // one, by a Locker that knows the name held, writes nothing and keeps
 // the mark's place; the one that acquires takes the mark away in its
 // transaction, or, with Keep, puts it at the back of the line.
