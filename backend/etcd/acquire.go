@@ -57,7 +57,7 @@ func (s *store) Acquire(ctx context.Context, name, owner string, ttl time.Durati
 }
 
 // acquireOrReenter runs try, one attempt of op (Acquire or
-// AcquireQueued), which returns the tenure it started or the holder, or
+// AcquireOrWait), which returns the tenure it started or the holder, or
 // mine, the key as read, when owner holds the name already; then it
 // re-enters that tenure, and starts again when the tenure ended or moved
 // meanwhile.

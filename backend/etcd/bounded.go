@@ -3,7 +3,7 @@ package etcdlease
 import "sync"
 
 // bounded is a map that a Locker uses to remember what it may forget
-// (places in line, marks): safe for concurrent use, and holding at most
+// (the waiters' marks): safe for concurrent use, and holding at most
 // max entries; past that, putting a new key drops an arbitrary one.
 type bounded[K comparable, V any] struct {
 	mu  sync.Mutex

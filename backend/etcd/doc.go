@@ -27,6 +27,26 @@
 // lease alive, revokes it, reuses it or adopts a tenure found on it asks
 // the ledger first, and does only what it allows.
 //
+// # The line invariant
+//
+// The waiting line of a name is its marks and nothing else: one key per
+// waiting Locker, whose create revision is its place and which lives
+// exactly as long as its own etcd lease, ended by etcd's clock the mark's
+// life after the waiter last asked; whom the line serves is decided from
+// etcd's state at one revision, never from what a Locker has seen. When
+// the name's key is deleted at revision R (a Release, a ForceRelease, an
+// expiry) or its pass key is put at R (a StopWaiting that gave the turn
+// up), the waiter chosen is the one whose mark is first by create
+// revision among the marks at R, and every turn Watch wakes when there is
+// none; a fair AcquireOrWait takes a free name only when a comparison in
+// its own transaction finds its mark first, or the line empty. Every
+// release's choice is made in one place, chosen (watch.go), which reads
+// the first mark as of R (a Range at revision R, sorted by create
+// revision, limit 1), so every Locker that watches the name decides the
+// same by construction; and every comparison that finds a mark first is
+// made in one place, firstInLine (turns.go), which the fair acquisition
+// and StopWaiting's pass share.
+//
 // # Data model
 //
 // A tenure of a name is one key, prefix+name (prefix defaults to "lease/",
@@ -211,23 +231,27 @@
 //	ForceRelease                        2  DeleteRange, then LeaseTimeToLive; LeaseRevoke*
 //	                                       (when this Locker put the tenure on a lease
 //	                                       of its own)
-//	AcquireQueued, the waiter's turn    1  Txn + keep-alives of the tenure's and the place's
-//	                                       leases (TestQueuedTurnIsOneRoundTrip)
-//	AcquireQueued, held by another      2  Txn + keep-alives, then LeaseTimeToLive; a Put
-//	                                       of the place when the waiter joins the line
-//	Dequeue                             1  Txn; LeaseRevoke*
 //	AcquireOrWait, free name            1  Txn (puts the tenure, deletes the mark) +
 //	                                       keep-alive of the tenure's lease (and of the
-//	                                       mark's with Keep, which puts the mark anew)
+//	                                       mark's with Keep, which puts the mark anew);
+//	                                       with Fair the Txn also compares that the mark
+//	                                       is first (TestFairTurnIsOneRoundTrip)
+//	AcquireOrWait, Fair, free name,     2  Txn (places the mark when there is none),
+//	  another waiter first                 then LeaseTimeToLive of the first mark's lease
+//	                                       + keep-alive of the mark's lease
 //	AcquireOrWait, held by another      2  Txn (places the mark when there is none),
 //	                                       then LeaseTimeToLive + keep-alive of the mark's
 //	                                       lease
 //	  again, until the holder's time    2  Range + keep-alive of the mark's lease, then
 //	    is up                              LeaseTimeToLive; no raft entry at all
-//	StopWaiting                         1  Txn
-//	Watch, WatchTurn                    1  read-only Txn (the key and the marks), then two
-//	                                       watch creations on the stream; 0 when a Watch of
-//	                                       the name on this Locker ran within 30s
+//	StopWaiting                         1  Txn (deletes the mark; puts the pass key when the
+//	                                       mark was first and the name free); 2 when the
+//	                                       Locker does not know its mark: Range, then Txn
+//	Watch, WatchTurn                    1  Range (the key), then two watch creations on the
+//	                                       stream; 0 when a Watch of the name on this Locker
+//	                                       ran within 30s
+//	a release (or a pass), per Locker   1  Range at the release's revision (the first mark);
+//	  with a turn Watch on the name        0 for a Locker with only plain Watches
 //	Stop of a Watch                     0  (the etcd watches linger, see below)
 //
 // "Txn" is the call's own transaction; concurrent calls' transactions and
@@ -247,22 +271,20 @@
 // end a tenure whose holder still trusts its Deadline, and it is a
 // Release's reply that names the lease to revoke.
 //
-// # Waiting in line
+// # Waiting fairly
 //
-// AcquireQueued (lease.FairAcquirer, which lease.Run's WithFairWait uses)
-// keeps each name's waiting line as keys beside the tenures: a waiter's
-// place is <prefix>\xffq<name>\xff<owner>, on an etcd lease of its own of
-// the place's TTL (whole seconds, rounded up) that each AcquireQueued of
-// that waiter keeps alive; its create revision is its arrival. The byte
-// 0xff never occurs in valid UTF-8, so no place is a tenure's key and List
-// leaves them out. A waiter's turn is one transaction comparing that the
-// name is free, that its place is the one it joined with, and that every
-// place in the line (a range compare) was created no earlier than its own;
-// the same transaction puts the tenure and deletes the place. A waiter
-// that stops asking leaves the line when its place's lease expires. A
-// Dequeue does not wake the name's Watches, which watch the tenure's key:
-// the waiter behind asks again within lease.Run's refresh of its place
-// (a second).
+// Fair waiting (lease.Run's WithFairWait) is a policy over the same line
+// of marks, not a line of its own: AcquireOrWait with Mark.Fair adds to
+// its transaction's comparison that the name is free a comparison that
+// the waiter's mark is there with the create revision the Locker knows
+// and that no mark of the name was created before it (a range compare),
+// or, when the Locker knows no mark of the waiter's, that the line is
+// empty. When the name is free but another waiter is first, the same
+// transaction places or reads the waiter's mark, as for a held name, and
+// reads the first mark; the answer has no owner and the time that mark's
+// etcd lease has left (one LeaseTimeToLive, alongside the keep-alive of
+// the waiter's mark, as for a holder's time). Plain Acquire never looks
+// at the line.
 //
 // # Many leases
 //
@@ -277,8 +299,8 @@
 // refuses proposals ("etcdserver: too many requests") once thousands wait
 // to be applied: transactions go out four shared ones at a time (see
 // writer), the grants that Acquires share one at a time per TTL, and the
-// other calls that grant or write (pool refills, moves, fair waiting's
-// steps) at most 64 at once. A small queue on etcd's side also keeps
+// other calls that grant or write (pool refills, moves) at most 64 at
+// once. A small queue on etcd's side also keeps
 // renewals fast during a burst of Acquires: a linearizable read (the
 // check of a renewal) waits until etcd has applied every write committed
 // before it.
@@ -376,8 +398,8 @@
 // once without reading first.
 //
 // All the Watches of a name on one Locker share one subscription: an etcd
-// watch on the name's key and one on its marks (below), followed by one
-// goroutine. When the last of them stops, the subscription lingers, for
+// watch on the name's key and one on its pass key (below), followed by
+// one goroutine. When the last of them stops, the subscription lingers, for
 // 30s without a Watch, so that Stop sends nothing (no cancellation on the
 // stream inside a handoff) and the Locker's next Watch of the name sends
 // nothing either; past 1024 lingering subscriptions the one idle longest
@@ -397,36 +419,54 @@
 //
 // The Locker is a lease.TurnWaiter, so that a release wakes one waiting
 // Locker instead of every process that waits (lease.Run's WithWait uses
-// it). A waiting Locker's mark is a key beside the places in line,
+// it). A waiting Locker's mark is a key
 //
 //	<prefix>\xffw<name>\xff<waiter>\xff<seq>
 //
-// on an etcd lease of lease.MarkLife (whole seconds) of its own, which
-// each AcquireOrWait that finds the name busy keeps alive: the mark
-// lapses MarkLife after the Locker last asked, by etcd's clock, when etcd
-// deletes it with its lease, and a Locker that dies leaves nothing that
-// lasts longer. Its create revision is its place in line. AcquireOrWait
-// is Acquire's one transaction with more in its branches: when the name is
+// on an etcd lease of the mark's own, granted for the call's Mark.Life
+// rounded up to whole seconds (and to etcd's minimum), which each
+// AcquireOrWait that finds the name busy keeps alive: the mark lapses its
+// life after the Locker last asked, by etcd's clock, when etcd deletes it
+// with its lease, and a Locker that dies leaves nothing that lasts
+// longer. A call with another life moves the mark onto a lease of that
+// life, keeping its create revision, in its transaction. AcquireOrWait is
+// Acquire's one transaction with more in its branches: when the name is
 // held by another owner, it puts the mark if the waiter has none (a
 // nested transaction); when it acquires or re-enters, it deletes the mark
 // or, with Keep (other callers of the Locker still wait), puts it anew
-// under another seq, at the back of the line. StopWaiting is one
-// transaction that deletes it.
+// under another seq, at the back of the line.
 //
 // etcd runs no logic at a release, so Release, ForceRelease and expiry
-// are unchanged, and the choice is made by the waiters: each Locker's
-// subscription to a name watches its marks as well as its key, and when
-// the key is deleted at revision R, it picks the mark created first
-// before R, and wakes the turn Watches of that mark's waiter, or every
-// turn Watch when there is no mark. Plain Watches wake at every release.
-// Every Locker judges a release by the marks as they were at revision
-// R-1, so they agree: the two watches' channels are not ordered with each
-// other, so the subscription takes in whatever both have ready and
-// handles it in revision order, and when its mark events have not yet
-// reached R-1 it reads the marks at that revision (one read-only request
-// on that release; TestTurnChoiceInRevisionOrder,
-// TestTurnChoiceWhenMarkEventsLag). A read that fails wakes every turn
-// Watch: a wake-up more, never one lost.
+// are unchanged, and the choice is made by the waiters, each from etcd's
+// state at the release (see "The line invariant"): each Locker's
+// subscription to a name watches its key, and when the key is deleted at
+// revision R and a turn Watch is there to be chosen, it reads the first
+// mark as of R, and wakes that mark's waiter's turn Watches, or every
+// turn Watch when there is none; plain Watches wake at every release. A
+// read that fails (R compacted, the cluster gone) wakes every turn Watch:
+// a wake-up more, never one lost. This costs each waiting Locker one
+// Range per release, and the alternatives cost more or are not right: a
+// Locker's own watch of the marks is complete up to R only once an event
+// past R reached it, which at a release is rare (etcd sends nothing to a
+// watch whose keys did not change), so proving it would take a progress
+// request, a round trip too, and keeping the view costs a watch and
+// bookkeeping on every Locker; the previous design decided from that view
+// and two Lockers could wake different waiters for one release
+// (TestTurnChoiceIsOneDecision). The releasing side cannot name the
+// waiter either: an expiry has none, and a Release's transaction cannot
+// write a choice it reads in the same transaction.
+//
+// StopWaiting is one transaction that deletes the mark and, when the name
+// is free and the mark is first (firstInLine), puts the name's pass key
+//
+//	<prefix>\xffp<name>
+//
+// on the mark's etcd lease, so it ends with it. Every subscription
+// watches that key too and judges its put as a release (without waking
+// plain Watches): the turn Watches of the next mark's waiter wake at once,
+// or every turn Watch when no mark is left (TestStopWaitingPassesTheTurn).
+// The marks and the pass keys start with the byte 0xff, which valid UTF-8
+// never holds, so they are never tenure keys and List leaves them out.
 //
 // # URLs
 //

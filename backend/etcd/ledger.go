@@ -44,8 +44,8 @@ import (
 // own transaction (the lease carries at most that transaction's tenure);
 // the pool's own revocations of spares (a spare is a lease no write has
 // named since it was granted, or one the ledger released as reusable:
-// nothing is on it); and the leases of waiting marks and places (keys of
-// waiters, never tenures; see turns.go and fair.go).
+// nothing is on it); and the leases of waiting marks and of the pass keys
+// put on them (keys of waiters, never tenures; see turns.go).
 type ledger struct {
 	mu      sync.Mutex
 	leases  map[clientv3.LeaseID]*leaseRec

@@ -19,8 +19,8 @@ const listWorkers = 16
 func (s *store) List(ctx context.Context, prefix string) ([]driver.Tenure, error) {
 	opt := clientv3.WithPrefix()
 	if prefix == "" {
-		// Every name, and none of the waiters' places after them.
-		opt = clientv3.WithRange(s.prefix + queueSep)
+		// Every name, and none of the waiters' keys after them.
+		opt = clientv3.WithRange(s.prefix + waitSep)
 	}
 	r, err := s.client.Get(ctx, s.key(prefix), opt)
 	if err != nil {

@@ -14,8 +14,8 @@ import (
 
 // Locker keeps leases in etcd. It implements lease.Locker, lease.Lister,
 // lease.ForceReleaser, lease.BatchRenewer, lease.Waiter,
-// lease.TurnWaiter and lease.FairAcquirer and is safe for
-// concurrent use. See the package documentation for the data model.
+// and lease.TurnWaiter (fair waiting included, as a policy over the
+// turn marks) and is safe for concurrent use. See the package documentation for the data model.
 //
 // Its Close makes later calls fail with lease.ErrClosed, ends its
 // Watches and their stream, closes its keep-alive streams, revokes the spare etcd leases of its pool, waits for
@@ -34,7 +34,7 @@ type base = driver.Locker
 
 // store is the etcd side of a Locker. It implements driver.Store,
 // driver.Lister, driver.ForceReleaser, driver.BatchRenewer,
-// driver.Watcher, driver.TurnWatcher and driver.FairAcquirer.
+// driver.Watcher and driver.TurnWatcher.
 type store struct {
 	client *clientv3.Client
 	// closeClient, when not nil, closes the client Open made; a client
@@ -61,16 +61,13 @@ type store struct {
 	// reads coalesces the single-key reads of concurrent calls.
 	reads reader
 	// turns bounds the calls that grant etcd leases or write (a Renew
-	// that moves a tenure, pool refills, fair waiting) under way at once.
+	// that moves a tenure, pool refills) under way at once.
 	turns chan struct{}
 	// writes coalesces the owner-checked transactions of concurrent
 	// calls.
 	writes writer
 	// watches holds the Locker's Watches (see watch.go).
 	watches watches
-	// places remembers the places in line of the Locker's waiters (see
-	// fair.go).
-	places places
 	// marks remembers the marks of the Locker's waiters (see turns.go),
 	// and markSeq numbers their keys.
 	marks   marks
@@ -136,7 +133,7 @@ func makeLocker(client *clientv3.Client, closeClient func() error, o options) *L
 	s.revokes.client = client
 	s.markSeq.Store(uint64(time.Now().UnixNano()))
 	s.reads.s, s.reads.max = s, maxReadsInFlight
-	s.places.max, s.marks.max = maxPlaces, maxMarks
+	s.marks.max = maxMarks
 	s.writes.s, s.writes.batch = s, maxBatchWrites
 	s.keeper = newKeeper(client, life)
 	s.pool = newPool(s)
@@ -171,8 +168,9 @@ func (s *store) Close() error {
 
 // key is where the tenure of name lives. Names are stored as their raw
 // bytes: etcd keys are arbitrary byte strings, and key order is name
-// order. The only other keys under the prefix are the places of waiters
-// (see fair.go), which start with a byte no name holds.
+// order. The only other keys under the prefix are the waiters' marks and
+// the names' pass keys (see turns.go), which start with a byte no name
+// holds.
 func (s *store) key(name string) string { return s.prefix + name }
 
 // ttlSeconds is ttl in whole seconds, rounded up: the TTL asked of etcd.

@@ -21,8 +21,8 @@ const revokeWorkers = 16
 // revoker revokes, in the background, the etcd leases that operations no
 // longer need: a tenure's lease once the ledger allows it (a Release, a
 // ForceRelease, a move off it, an Acquire that put nothing on it), a
-// spare lease of the pool that went stale, and leases of waiting marks
-// and places. An operation returns as
+// spare lease of the pool that went stale, and leases of waiting marks.
+// An operation returns as
 // soon as etcd has told it the outcome, so a cluster that stops answering
 // after that answer cannot hold the call past its context; the revocation
 // runs on, bounded by cleanupTimeout, and the Locker's Close waits for

@@ -119,21 +119,6 @@ type tenureLease struct {
 	ttl  int64
 }
 
-// writeWithLease takes a turn to write (see write) and a lease for a
-// tenure of ttl that starts at start (see leaseFor), lent to the call in
-// the ledger. The caller calls done when its writes are over.
-func (s *store) writeWithLease(ctx context.Context, ttl time.Duration, start time.Time) (l tenureLease, done func(), err error) {
-	if done, err = s.write(ctx); err != nil {
-		return tenureLease{}, nil, err
-	}
-	if l, err = s.leaseFor(ctx, ttl, start); err != nil {
-		done()
-		return tenureLease{}, nil, err
-	}
-	s.lend(&l)
-	return l, done, nil
-}
-
 // leaseFor returns a lease for a tenure of ttl that starts at start: one
 // from the pool, or one granted now.
 func (s *store) leaseFor(ctx context.Context, ttl time.Duration, start time.Time) (tenureLease, error) {

@@ -2,6 +2,7 @@ package etcdlease
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -42,7 +43,7 @@ func turnWatch(t *testing.T, l *Locker, name, waiter string) lease.Watch {
 // held by another owner.
 func wait(t *testing.T, l *Locker, name, owner, waiter string, keep bool) {
 	t.Helper()
-	got, err := l.s.AcquireOrWait(t.Context(), name, owner, time.Minute, driver.Mark{Waiter: waiter, Life: lease.MarkLife, Keep: keep})
+	got, err := l.s.AcquireOrWait(t.Context(), name, owner, time.Minute, driver.Mark{Waiter: waiter, Life: markLife, Keep: keep})
 	if err != nil {
 		t.Fatalf("AcquireOrWait(%q, %q): %v", name, owner, err)
 	}
@@ -54,7 +55,7 @@ func wait(t *testing.T, l *Locker, name, owner, waiter string, keep bool) {
 // take is AcquireOrWait of name by owner for waiter, which must acquire.
 func take(t *testing.T, l *Locker, name, owner, waiter string, keep bool) driver.Tenure {
 	t.Helper()
-	got, err := l.s.AcquireOrWait(t.Context(), name, owner, time.Minute, driver.Mark{Waiter: waiter, Life: lease.MarkLife, Keep: keep})
+	got, err := l.s.AcquireOrWait(t.Context(), name, owner, time.Minute, driver.Mark{Waiter: waiter, Life: markLife, Keep: keep})
 	if err != nil {
 		t.Fatalf("AcquireOrWait(%q, %q): %v", name, owner, err)
 	}
@@ -95,6 +96,9 @@ func quietFor(t *testing.T, c <-chan struct{}, d time.Duration, what string) {
 }
 
 const turnQuiet = 300 * time.Millisecond
+
+// markLife is the life of the marks the tests' waiters place.
+const markLife = 5 * time.Second
 
 // TestTurnWakesOnlyTheOldestMark: a Release, a ForceRelease and an expiry
 // each wake the turn Watch of the Locker whose mark is oldest, and no
@@ -178,7 +182,7 @@ func TestTurnWakesOnlyTheOldestMark(t *testing.T) {
 }
 
 // TestAcquireOrWaitMarksInOneTransaction: a busy AcquireOrWait places the
-// mark in its one transaction, on an etcd lease of MarkLife; the next
+// mark in its one transaction, on an etcd lease of its life; the next
 // one, by a Locker that knows the name held, writes nothing and keeps
 // the mark's place; the one that acquires takes the mark away in its
 // transaction, or, with Keep, puts it at the back of the line.
@@ -205,7 +209,7 @@ func TestAcquireOrWaitMarksInOneTransaction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if life := int64(lease.MarkLife / time.Second); ttl.TTL <= 0 || ttl.TTL > life || ttl.GrantedTTL != life {
+	if life := int64(markLife / time.Second); ttl.TTL <= 0 || ttl.TTL > life || ttl.GrantedTTL != life {
 		t.Fatalf("the mark's lease: TTL %d of %d, want at most %d of %d", ttl.TTL, ttl.GrantedTTL, life, life)
 	}
 	rev := first[0].ModRevision
@@ -436,7 +440,7 @@ func TestMarksLeaveNothingBehind(t *testing.T) {
 	if err := a.s.StopWaiting(ctx, name, "waiter-0"); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(lease.MarkLife + 5*time.Second)
+	deadline := time.Now().Add(markLife + 5*time.Second)
 	for {
 		r, err := holder.s.client.Get(ctx, holder.s.prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
 		if err != nil {
@@ -446,47 +450,10 @@ func TestMarksLeaveNothingBehind(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d keys left under the prefix %s after the marks' life", r.Count, lease.MarkLife)
+			t.Fatalf("%d keys left under the prefix %s after the marks' life", r.Count, markLife)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-}
-
-// TestTurnChoiceInRevisionOrder: the two watches' events are judged in
-// revision order whatever order their channels deliver them in: a mark
-// deleted before a release does not get the turn.
-func TestTurnChoiceInRevisionOrder(t *testing.T) {
-	l, _ := newLocker(t)
-	name := uniqueName("order")
-	marks := l.s.marksPrefix(name)
-	wA := &watch{Signal: driver.NewSignal(), ws: &l.s.watches, turn: true, waiter: "waiter-a"}
-	wB := &watch{Signal: driver.NewSignal(), ws: &l.s.watches, turn: true, waiter: "waiter-b"}
-	sb, cw, ctx, ok, err := l.s.watches.install(l.s.client, l.s.life, name, wA, func() *sub {
-		return &sub{name: name, key: l.s.key(name), marks: marks, watches: map[*watch]struct{}{}, poke: make(chan struct{}, 1)}
-	})
-	if err != nil || !ok {
-		t.Fatalf("install: %v, %v", ok, err)
-	}
-	l.s.watches.mu.Lock()
-	l.s.watches.add(sb, wB)
-	l.s.watches.mu.Unlock()
-	keys, marked := make(chan clientv3.WatchResponse, 1), make(chan clientv3.WatchResponse, 1)
-	keyA, keyB := marks+"waiter-a\xff01", marks+"waiter-b\xff01"
-	// The release (revision 10) comes first on its channel; a's mark was
-	// deleted at revision 9.
-	keys <- clientv3.WatchResponse{Events: []*clientv3.Event{{Type: mvccpb.DELETE, Kv: &mvccpb.KeyValue{Key: []byte(sb.key), ModRevision: 10}}}}
-	marked <- clientv3.WatchResponse{Events: []*clientv3.Event{{Type: mvccpb.DELETE, Kv: &mvccpb.KeyValue{Key: []byte(keyA), ModRevision: 9}}}}
-	st := seen{created: 2, marks: map[string]markSeen{keyA: {"waiter-a", 3}, keyB: {"waiter-b", 4}}}
-	done := make(chan struct{})
-	go func() {
-		defer l.s.watches.wg.Done()
-		defer close(done)
-		defer sb.cancel()
-		l.s.follow(ctx, cw, sb, st, func() {}, [2]clientv3.WatchChan{keys, marked})
-	}()
-	defer func() { sb.cancel(); <-done }()
-	wakeWithin(t, wB.Changed(), 5*time.Second, "b (the oldest mark at the release)")
-	quietFor(t, wA.Changed(), turnQuiet, "a (its mark went before the release)")
 }
 
 // TestWatchLingersAndIsReused: Stop sends nothing; a Watch of a name that
@@ -568,61 +535,227 @@ func TestLingeringIsBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer x.Stop()
-	if m, _ := w.take(); w.count(m, "Txn") != 1 {
-		t.Fatalf("a Watch after its subscription ended sent %v, want one Txn (the read)", m)
+	if m, _ := w.take(); w.count(m, "Range") != 1 {
+		t.Fatalf("a Watch after its subscription ended sent %v, want one Range (the read)", m)
 	}
 }
 
-// TestTurnChoiceWhenMarkEventsLag: every Locker must choose the same
-// waiter for a release, even one whose mark watch has not yet delivered
-// the marks placed before it (the two watches' channels are not
-// ordered). Here the release arrives and no mark event ever does: the
-// subscription reads the marks as they were at the release's revision and
-// wakes the oldest mark's waiter only. Before that read, it judged from
-// no marks at all and woke every turn Watch, so two Lockers could each
-// believe the release chose them (issue 32: "a release wakes only the
-// waiting locker whose mark is oldest" failed under load on etcd).
-func TestTurnChoiceWhenMarkEventsLag(t *testing.T) {
-	l, _ := newLocker(t)
-	name := uniqueName("lag")
-	marks := l.s.marksPrefix(name)
-	keyA, keyB := marks+"waiter-a\xff01", marks+"waiter-b\xff01"
-	ctx := t.Context()
-	before, err := l.s.client.Get(ctx, "x")
-	if err != nil {
-		t.Fatal(err)
+// fakeFollow runs l's follow of name on channels of the test's, with a
+// turn Watch for each of waiters, until the test ends. It returns the
+// channel that stands for the name key's etcd watch, and the Watches.
+func fakeFollow(t *testing.T, l *Locker, name string, waiters ...string) (chan<- clientv3.WatchResponse, []*watch) {
+	t.Helper()
+	var ws []*watch
+	for _, waiter := range waiters {
+		ws = append(ws, &watch{Signal: driver.NewSignal(), ws: &l.s.watches, turn: true, waiter: waiter})
 	}
-	if _, err := l.s.client.Put(ctx, keyA, ""); err != nil {
-		t.Fatal(err)
-	}
-	put, err := l.s.client.Put(ctx, keyB, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	wA := &watch{Signal: driver.NewSignal(), ws: &l.s.watches, turn: true, waiter: "waiter-a"}
-	wB := &watch{Signal: driver.NewSignal(), ws: &l.s.watches, turn: true, waiter: "waiter-b"}
-	sb, cw, wctx, ok, err := l.s.watches.install(l.s.client, l.s.life, name, wB, func() *sub {
-		return &sub{name: name, key: l.s.key(name), marks: marks, watches: map[*watch]struct{}{}, poke: make(chan struct{}, 1)}
-	})
+	sb, cw, ctx, ok, err := l.s.watches.install(l.s.client, l.s.life, name, ws[0], func() *sub { return l.s.newSub(name) })
 	if err != nil || !ok {
 		t.Fatalf("install: %v, %v", ok, err)
 	}
 	l.s.watches.mu.Lock()
-	l.s.watches.add(sb, wA)
+	for _, w := range ws[1:] {
+		l.s.watches.add(sb, w)
+	}
 	l.s.watches.mu.Unlock()
-	keys, marked := make(chan clientv3.WatchResponse, 1), make(chan clientv3.WatchResponse)
-	// The subscription was set up before either mark; the release comes
-	// right after b's mark, and the marks' events are still on their way.
-	st := seen{created: 2, marks: map[string]markSeen{}, marksAt: before.Header.Revision}
-	keys <- clientv3.WatchResponse{Events: []*clientv3.Event{{Type: mvccpb.DELETE, Kv: &mvccpb.KeyValue{Key: []byte(sb.key), ModRevision: put.Header.Revision + 1}}}}
+	keys := make(chan clientv3.WatchResponse)
 	done := make(chan struct{})
 	go func() {
 		defer l.s.watches.wg.Done()
 		defer close(done)
 		defer sb.cancel()
-		l.s.follow(wctx, cw, sb, st, func() {}, [2]clientv3.WatchChan{keys, marked})
+		l.s.follow(ctx, cw, sb, 0, func() {}, [2]clientv3.WatchChan{keys, make(chan clientv3.WatchResponse)})
 	}()
-	defer func() { sb.cancel(); <-done }()
-	wakeWithin(t, wA.Changed(), 5*time.Second, "a (the oldest mark at the release)")
-	quietFor(t, wB.Changed(), turnQuiet, "b (a newer mark: the release chose a)")
+	t.Cleanup(func() { sb.cancel(); <-done })
+	return keys, ws
+}
+
+// TestTurnChoiceIsOneDecision: two Lockers that learn of one release at
+// different times, with the marks changing in between, wake the same
+// waiter: the one whose mark was first at the release's revision R, and
+// not one whose mark went before R (a) or after (b stays the choice).
+//
+// The previous design chose from what each Locker's own watch of the
+// marks had delivered so far, and its fix read the marks at R-1 only
+// when those events had not reached R-1; a Locker whose mark events ran
+// ahead of its key events judged the release by marks from after it.
+// In that test (the same steps, with the deletion of b's mark delivered
+// to the first Locker before the release, as clientv3 may deliver two
+// watches' events out of order) the first Locker woke c and the second
+// b: conformance's "the Locker with the newer mark was woken by a
+// Release, which chose another Locker" (issue 37).
+func TestTurnChoiceIsOneDecision(t *testing.T) {
+	ls, _ := turnLockers(t, 2)
+	ctx := t.Context()
+	c := ls[0].s.client
+	name := uniqueName("one")
+	marks, key := ls[0].s.marksPrefix(name), ls[0].s.key(name)
+	put := func(k string) int64 {
+		t.Helper()
+		r, err := c.Put(ctx, k, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Header.Revision
+	}
+	del := func(k string) int64 {
+		t.Helper()
+		r, err := c.Delete(ctx, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Header.Revision
+	}
+	keyA, keyB, keyC := marks+"waiter-a\xff01", marks+"waiter-b\xff01", marks+"waiter-c\xff01"
+	put(keyA)
+	put(keyB)
+	put(keyC)
+	del(keyA) // a stops waiting before the release
+	put(key)
+	r := del(key) // the release, at R
+	release := clientv3.WatchResponse{Events: []*clientv3.Event{{Type: mvccpb.DELETE, Kv: &mvccpb.KeyValue{Key: []byte(key), ModRevision: r}}}}
+
+	keys0, ws0 := fakeFollow(t, ls[0], name, "waiter-a", "waiter-b", "waiter-c")
+	keys1, ws1 := fakeFollow(t, ls[1], name, "waiter-a", "waiter-b", "waiter-c")
+	keys0 <- release // the first Locker learns of it at once
+	wakeWithin(t, ws0[1].Changed(), 5*time.Second, "b's turn Watch on the first Locker (the first mark at the release)")
+	del(keyB) // b takes its turn or gives up: after R
+	put(marks + "waiter-a\xff02")
+	keys1 <- release // the second Locker learns of the release later
+	wakeWithin(t, ws1[1].Changed(), 5*time.Second, "b's turn Watch on the second Locker (the first mark at the release)")
+	for i, ws := range [][]*watch{ws0, ws1} {
+		quietFor(t, ws[0].Changed(), turnQuiet, fmt.Sprintf("a's turn Watch on Locker %d (its mark went before the release)", i))
+		quietFor(t, ws[2].Changed(), 0, fmt.Sprintf("c's turn Watch on Locker %d (a newer mark)", i))
+	}
+}
+
+// TestStopWaitingPassesTheTurn: when the waiter a release chose stops
+// waiting while the name is free, its StopWaiting wakes the next mark's
+// waiter at once (and no one else, not a plain Watch either), and, with
+// no mark left, every turn Watch; a StopWaiting of a mark that is not
+// first, or while the name is held, wakes no one. A Locker that forgot
+// its mark passes the turn on too.
+func TestStopWaitingPassesTheTurn(t *testing.T) {
+	ls, _ := turnLockers(t, 4)
+	holder, a, b, c := ls[0], ls[1], ls[2], ls[3]
+	ctx := t.Context()
+	name := uniqueName("pass")
+	wA, wB, wC := turnWatch(t, a, name, "waiter-a"), turnWatch(t, b, name, "waiter-b"), turnWatch(t, c, name, "waiter-c")
+	plain, err := holder.Watch(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Stop()
+	all := []lease.Watch{wA, wB, wC, plain}
+	drainAll := func() {
+		for _, w := range all {
+			drain(w.Changed())
+		}
+	}
+	held, err := holder.Acquire(ctx, name, "holder", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait(t, a, name, "owner-a", "waiter-a", false)
+	wait(t, b, name, "owner-b", "waiter-b", false)
+	wait(t, c, name, "owner-c", "waiter-c", false)
+	wait(t, holder, name, "owner-d", "waiter-d", false)
+	// While the name is held, giving up passes nothing on.
+	drainAll()
+	if err := holder.s.StopWaiting(ctx, name, "waiter-d"); err != nil {
+		t.Fatal(err)
+	}
+	for i, w := range all {
+		quietFor(t, w.Changed(), turnQuiet/time.Duration(len(all)), fmt.Sprintf("Watch %d at a StopWaiting while the name is held", i))
+	}
+	if err := holder.Release(ctx, held); err != nil {
+		t.Fatal(err)
+	}
+	wakeWithin(t, wA.Changed(), 5*time.Second, "a's turn Watch (the oldest mark) at the Release")
+	quietFor(t, wB.Changed(), turnQuiet, "b's turn Watch at the Release")
+	drainAll()
+
+	// c's mark is not first: its StopWaiting passes nothing on.
+	if err := c.s.StopWaiting(ctx, name, "waiter-c"); err != nil {
+		t.Fatal(err)
+	}
+	for i, w := range all {
+		quietFor(t, w.Changed(), turnQuiet/time.Duration(len(all)), fmt.Sprintf("Watch %d at the StopWaiting of a mark behind the first", i))
+	}
+	// a, chosen, gives up: b is next.
+	if err := a.s.StopWaiting(ctx, name, "waiter-a"); err != nil {
+		t.Fatal(err)
+	}
+	wakeWithin(t, wB.Changed(), 5*time.Second, "b's turn Watch (the next mark) at a's StopWaiting")
+	quietFor(t, wA.Changed(), turnQuiet, "a's turn Watch at its own StopWaiting")
+	quietFor(t, wC.Changed(), 0, "c's turn Watch (no mark) at a's StopWaiting")
+	quietFor(t, plain.Changed(), 0, "a plain Watch at a StopWaiting (no release)")
+	// b gives up too, on a Locker that forgot its mark: no mark is
+	// left, so every turn Watch wakes.
+	b.s.marks.forget(markID{name, "waiter-b"})
+	if err := b.s.StopWaiting(ctx, name, "waiter-b"); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []lease.Watch{wA, wB, wC} {
+		wakeWithin(t, w.Changed(), 5*time.Second, "a turn Watch at the StopWaiting of the last mark")
+	}
+	quietFor(t, plain.Changed(), turnQuiet, "a plain Watch at a StopWaiting (no release)")
+	if got := marksOf(t, a, name); len(got) != 0 {
+		t.Fatalf("marks left: %v", got)
+	}
+}
+
+// TestMarkLifeIsTheCalls: a mark's etcd lease is granted for the Mark's
+// Life, rounded up to whole seconds and never below the shortest lease
+// etcd grants; a waiter that asks again with another Life moves its mark
+// onto a lease of that life in the same transaction, keeping its place.
+func TestMarkLifeIsTheCalls(t *testing.T) {
+	ls, ws := turnLockers(t, 3)
+	holder, a, b := ls[0], ls[1], ls[2]
+	ctx := t.Context()
+	name := uniqueName("life")
+	if _, err := holder.Acquire(ctx, name, "holder", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	waitFor := func(l *Locker, waiter string, life time.Duration) {
+		t.Helper()
+		got, err := l.s.AcquireOrWait(ctx, name, "owner-"+waiter, time.Minute, driver.Mark{Waiter: waiter, Life: life})
+		if err != nil || got.Owner != "holder" {
+			t.Fatalf("AcquireOrWait(%s, life %s) = %+v, %v; want the holder's tenure", waiter, life, got, err)
+		}
+	}
+	granted := func(kv *mvccpb.KeyValue) int64 {
+		t.Helper()
+		r, err := holder.s.client.TimeToLive(ctx, clientv3.LeaseID(kv.Lease))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.GrantedTTL
+	}
+	shortest := int64(shortestTTL(t, testEndpoints) / time.Second)
+	waitFor(a, "waiter-a", 4*time.Second)
+	waitFor(b, "waiter-b", 6500*time.Millisecond)
+	waitFor(holder, "waiter-c", 300*time.Millisecond)
+	marks := marksOf(t, holder, name)
+	if len(marks) != 3 {
+		t.Fatalf("marks %v, want three", marks)
+	}
+	if g := granted(marks[2]); g != max(1, shortest) {
+		t.Fatalf("a mark of life 300ms is on an etcd lease of %ds, want %ds", g, max(1, shortest))
+	}
+	if g := granted(marks[1]); g != 7 {
+		t.Fatalf("a mark of life 6.5s is on an etcd lease of %ds, want 7s", g)
+	}
+	ws[1].take()
+	waitFor(a, "waiter-a", 9*time.Second)
+	if m, _ := ws[1].take(); ws[1].count(m, "Txn") != 1 {
+		t.Fatalf("an AcquireOrWait with another life sent %v, want one Txn", m)
+	}
+	again := marksOf(t, holder, name)
+	if len(again) < 2 || string(again[0].Key) != string(marks[0].Key) || again[0].CreateRevision != marks[0].CreateRevision {
+		t.Fatalf("marks after a asked with another life: %v, want a's mark first as before (%v)", again, marks)
+	}
+	if g := granted(again[0]); g != 9 {
+		t.Fatalf("a's mark after it asked with life 9s is on an etcd lease of %ds, want 9s", g)
+	}
 }

@@ -4,7 +4,6 @@ import (
 	"container/list"
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -54,11 +53,12 @@ const (
 )
 
 // sub is a Locker's subscription to one name: an etcd watch on the name's
-// key and one on the name's marks (see turns.go), followed by one
-// goroutine, which wakes the name's Watches.
+// key and one on its pass key (see turns.go), followed by one goroutine,
+// which wakes the name's Watches; marks is the prefix of the name's marks,
+// which the goroutine reads to choose a waiter.
 type sub struct {
-	name, key, marks string
-	cancel           context.CancelFunc
+	name, key, pass, marks string
+	cancel                 context.CancelFunc
 	// Under watches.mu:
 	watches   map[*watch]struct{}
 	idle      *list.Element // non-nil while lingering
@@ -212,13 +212,13 @@ func (ws *watches) lingering() int {
 	return ws.idle.Len()
 }
 
-// wake wakes sb's plain Watches and, when all, every turn Watch, else the
-// turn Watches of waiter.
-func (ws *watches) wake(sb *sub, all bool, waiter string) {
+// wake wakes sb's plain Watches when plain and, when all, every turn
+// Watch, else the turn Watches of waiter.
+func (ws *watches) wake(sb *sub, plain, all bool, waiter string) {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	for w := range sb.watches {
-		if !w.turn || all || w.waiter == waiter {
+		if w.turn && (all || w.waiter == waiter) || !w.turn && plain {
 			w.Wake()
 		}
 	}
@@ -277,14 +277,11 @@ func (s *store) watch(ctx context.Context, name string, turn bool, waiter string
 		return nil, err
 	}
 	if !ok {
-		key, marks := s.key(name), s.marksPrefix(name)
-		st, rev, err := s.watchFrom(ctx, key, marks)
+		created, rev, err := s.watchFrom(ctx, s.key(name))
 		if err != nil {
 			return nil, err
 		}
-		sb, cw, wctx, started, err := s.watches.install(s.client, s.life, name, w, func() *sub {
-			return &sub{name: name, key: key, marks: marks, watches: map[*watch]struct{}{}, poke: make(chan struct{}, 1)}
-		})
+		sb, cw, wctx, started, err := s.watches.install(s.client, s.life, name, w, func() *sub { return s.newSub(name) })
 		if err != nil {
 			return nil, err
 		}
@@ -293,7 +290,7 @@ func (s *store) watch(ctx context.Context, name string, turn bool, waiter string
 				defer s.watches.wg.Done()
 				defer sb.cancel()
 				chs, acancel := s.watchAgain(wctx, cw, sb, rev)
-				s.follow(wctx, cw, sb, st, acancel, chs)
+				s.follow(wctx, cw, sb, created, acancel, chs)
 			}()
 		}
 	}
@@ -304,11 +301,17 @@ func (s *store) watch(ctx context.Context, name string, turn bool, waiter string
 	return w, nil
 }
 
-// watchBoth puts the etcd watches of sb on cw from revision rev+1.
+// newSub is a new subscription to name, with no Watch yet.
+func (s *store) newSub(name string) *sub {
+	return &sub{name: name, key: s.key(name), pass: s.passKey(name), marks: s.marksPrefix(name), watches: map[*watch]struct{}{}, poke: make(chan struct{}, 1)}
+}
+
+// watchBoth puts the etcd watches of sb on cw from revision rev+1: the
+// name's key and its pass key (see turns.go).
 func (s *store) watchBoth(ctx context.Context, cw clientv3.Watcher, sb *sub, rev int64) [2]clientv3.WatchChan {
 	return [2]clientv3.WatchChan{
 		cw.Watch(ctx, sb.key, clientv3.WithRev(rev+1)),
-		cw.Watch(ctx, sb.marks, clientv3.WithPrefix(), clientv3.WithRev(rev+1)),
+		cw.Watch(ctx, sb.pass, clientv3.WithRev(rev+1), clientv3.WithFilterDelete()),
 	}
 }
 
@@ -319,105 +322,60 @@ func (s *store) watchAgain(ctx context.Context, cw clientv3.Watcher, sb *sub, re
 	return s.watchBoth(actx, cw, sb, rev), cancel
 }
 
-// seen is what a subscription's goroutine knows of its name: the create
-// revision of the tenure last seen (0: none) and the marks, by key.
-type seen struct {
-	created int64
-	marks   map[string]markSeen
-	// marksAt is the revision up to which marks is known complete: the
-	// read that set the subscription up, or the newest mark event since.
-	marksAt int64
-}
-
-// markSeen is one waiter's mark as a subscription saw it.
-type markSeen struct {
-	waiter  string
-	created int64
-}
-
-// watchFrom reads key and the marks under marks, in one read-only
-// transaction, and returns what it found and the revision of the read.
-func (s *store) watchFrom(ctx context.Context, key, marks string) (st seen, rev int64, err error) {
-	r, err := s.client.Txn(ctx).Then(
-		clientv3.OpGet(key, clientv3.WithKeysOnly()),
-		clientv3.OpGet(marks, clientv3.WithPrefix(), clientv3.WithKeysOnly()),
-	).Commit()
-	if err == nil && len(r.Responses) != 2 {
-		err = errShortAnswer
-	}
+// watchFrom reads key and returns the create revision of the tenure on
+// it (0: none) and the revision of the read.
+func (s *store) watchFrom(ctx context.Context, key string) (created, rev int64, err error) {
+	r, err := s.client.Get(ctx, key, clientv3.WithKeysOnly())
 	if err != nil {
-		return seen{}, 0, fmt.Errorf("read the key to watch: %w", err)
+		return 0, 0, fmt.Errorf("read the key to watch: %w", err)
 	}
-	st.marks, st.marksAt = map[string]markSeen{}, r.Header.Revision
-	if kvs := r.Responses[0].GetResponseRange().GetKvs(); len(kvs) > 0 {
-		st.created = kvs[0].CreateRevision
+	if len(r.Kvs) > 0 {
+		created = r.Kvs[0].CreateRevision
 	}
-	for _, kv := range r.Responses[1].GetResponseRange().GetKvs() {
-		st.marks[string(kv.Key)] = markSeen{waiter: markWaiter(string(kv.Key), marks), created: kv.CreateRevision}
-	}
-	return st, r.Header.Revision, nil
-}
-
-// marksAt reads the marks under marks as they were at revision rev.
-func (s *store) marksAt(ctx context.Context, marks string, rev int64) (seen, error) {
-	ctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
-	defer cancel()
-	r, err := s.client.Get(ctx, marks, clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithRev(rev))
-	if err != nil {
-		return seen{}, err
-	}
-	st := seen{marks: map[string]markSeen{}, marksAt: rev}
-	for _, kv := range r.Kvs {
-		st.marks[string(kv.Key)] = markSeen{waiter: markWaiter(string(kv.Key), marks), created: kv.CreateRevision}
-	}
-	return st, nil
+	return created, r.Header.Revision, nil
 }
 
 // markWaiter is the waiter of the mark key under marks.
 func markWaiter(key, marks string) string {
 	rest := strings.TrimPrefix(key, marks)
-	if i := strings.IndexByte(rest, queueSep[0]); i >= 0 {
+	if i := strings.IndexByte(rest, waitSep[0]); i >= 0 {
 		return rest[:i]
 	}
 	return rest
 }
 
-// choose is the waiter whose mark, among those created before revision
-// rev, was created first; ok is false when there is none.
-func (st seen) choose(rev int64) (waiter string, ok bool) {
-	var first int64
-	for _, m := range st.marks {
-		if m.created < rev && (!ok || m.created < first) {
-			waiter, first, ok = m.waiter, m.created, true
-		}
+// chosen is the decision of the turn that an event at revision rev freed
+// (a deletion of the name's key, or a put of its pass key): the waiter of
+// the mark created first among the marks as they were at rev, read at
+// that revision (one linearizable Range, sorted by create revision,
+// limit 1). It is a function of etcd's state at rev alone, so every
+// Locker that watches the name decides the same, whatever it has seen of
+// the marks. ok is false when there is no mark: every turn Watch wakes.
+func (s *store) chosen(ctx context.Context, marks string, rev int64) (waiter string, ok bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
+	defer cancel()
+	r, err := s.client.Get(ctx, marks, clientv3.WithPrefix(), clientv3.WithRev(rev), clientv3.WithKeysOnly(),
+		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(1))
+	if err != nil || len(r.Kvs) == 0 {
+		return "", false, err
 	}
-	return waiter, ok
+	return markWaiter(string(r.Kvs[0].Key), marks), true, nil
 }
 
 // watchRetry bounds the wait between attempts to set a cancelled watch up
 // again.
 const watchRetry = time.Second
 
-// maxDrain bounds the watch responses a subscription's goroutine takes in
-// at once to put their events in revision order.
-const maxDrain = 64
-
-// event is an event of one of a subscription's two etcd watches.
-type event struct {
-	ev   *clientv3.Event
-	mark bool
-}
-
-// follow turns the events of chs, the etcd watches of sb's key and marks
-// (whose context acancel cancels), into wake-ups until ctx ends,
-// or sb has lingered long enough; it sets the watches up again whenever
-// etcd cancels one. st is what the read before the watches found.
+// follow turns the events of chs, the etcd watches of sb's key and pass
+// key (whose context acancel cancels), into wake-ups until ctx ends, or
+// sb has lingered long enough; it sets the watches up again whenever etcd
+// cancels one. created is the create revision of the tenure the read
+// before the watches found (0: none).
 //
-// The two watches' events reach follow on two channels, whose order is
-// not the store's: follow takes in whatever both have ready and handles
-// it in revision order, and a release the mark events have not caught up
-// with is judged by the marks read at its revision (see apply).
-func (s *store) follow(ctx context.Context, cw clientv3.Watcher, sb *sub, st seen, acancel context.CancelFunc, chs [2]clientv3.WatchChan) {
+// Each event is judged on its own, by etcd's state at its revision (see
+// apply), so the order in which the two watches' channels deliver their
+// events does not matter.
+func (s *store) follow(ctx context.Context, cw clientv3.Watcher, sb *sub, created int64, acancel context.CancelFunc, chs [2]clientv3.WatchChan) {
 	defer func() { acancel() }()
 	backoff := time.Duration(0)
 	var timer *time.Timer
@@ -443,19 +401,9 @@ func (s *store) follow(ctx context.Context, cw clientv3.Watcher, sb *sub, st see
 		return true
 	}
 	linger()
-	var batch []event
 	for {
-		batch = batch[:0]
-		broken := false
-		take := func(resp clientv3.WatchResponse, ok, mark bool) {
-			if !ok || resp.Canceled || resp.Err() != nil || resp.CompactRevision != 0 {
-				broken = true
-				return
-			}
-			for _, ev := range resp.Events {
-				batch = append(batch, event{ev: ev, mark: mark})
-			}
-		}
+		var resp clientv3.WatchResponse
+		var ok, pass bool
 		select {
 		case <-ctx.Done():
 			return
@@ -470,52 +418,20 @@ func (s *store) follow(ctx context.Context, cw clientv3.Watcher, sb *sub, st see
 				return
 			}
 			continue
-		case resp, ok := <-chs[0]:
-			take(resp, ok, false)
-		case resp, ok := <-chs[1]:
-			take(resp, ok, true)
-		}
-	drain:
-		for range maxDrain {
-			if broken {
-				break
-			}
-			select {
-			case resp, ok := <-chs[0]:
-				take(resp, ok, false)
-			case resp, ok := <-chs[1]:
-				take(resp, ok, true)
-			default:
-				break drain
-			}
+		case resp, ok = <-chs[0]:
+		case resp, ok = <-chs[1]:
+			pass = true
 		}
 		if ctx.Err() != nil {
 			return
 		}
-		if len(batch) > 0 {
-			backoff = 0
-		}
-		// Marks first at a revision: an Acquire that takes its turn puts
-		// the key and takes its mark away in one transaction.
-		slices.SortStableFunc(batch, func(a, b event) int {
-			if c := a.ev.Kv.ModRevision - b.ev.Kv.ModRevision; c != 0 {
-				if c < 0 {
-					return -1
-				}
-				return 1
+		if ok && !resp.Canceled && resp.Err() == nil && resp.CompactRevision == 0 {
+			if len(resp.Events) > 0 {
+				backoff = 0
 			}
-			switch {
-			case a.mark && !b.mark:
-				return -1
-			case b.mark && !a.mark:
-				return 1
+			for _, ev := range resp.Events {
+				s.apply(ctx, sb, &created, ev, pass)
 			}
-			return 0
-		})
-		for _, e := range batch {
-			s.apply(ctx, sb, &st, e)
-		}
-		if !broken {
 			continue
 		}
 		// A watch ended with ctx still live: whatever happened between
@@ -523,7 +439,7 @@ func (s *store) follow(ctx context.Context, cw clientv3.Watcher, sb *sub, st see
 		// again once the new watches are in place. A watch that keeps
 		// ending before any event is set up again ever more slowly.
 		acancel()
-		s.watches.wake(sb, true, "")
+		s.watches.wake(sb, true, true, "")
 		for {
 			if backoff > 0 {
 				t := time.NewTimer(backoff)
@@ -535,65 +451,51 @@ func (s *store) follow(ctx context.Context, cw clientv3.Watcher, sb *sub, st see
 				}
 			}
 			backoff = min(max(2*backoff, 10*time.Millisecond), watchRetry)
-			fresh, rev, err := s.watchFrom(ctx, sb.key, sb.marks)
+			fresh, rev, err := s.watchFrom(ctx, sb.key)
 			if ctx.Err() != nil {
 				return
 			}
 			if err == nil {
-				st = fresh
+				created = fresh
 				chs, acancel = s.watchAgain(ctx, cw, sb, rev)
-				s.watches.wake(sb, true, "")
+				s.watches.wake(sb, true, true, "")
 				break
 			}
 		}
 	}
 }
 
-// apply updates st with e and wakes sb's Watches when e ends a tenure:
-// a deletion of the key wakes the plain Watches and the turn Watches of
-// the waiter whose mark was created first before it (every turn Watch
-// when there is none); a put that shows another tenure than the one last
-// seen, whose end went unseen, wakes every Watch.
+// apply wakes sb's Watches for ev, an event of the name's key or (pass)
+// a put of its pass key, and keeps *created, the create revision of the
+// tenure last seen on the key (0: none), up to date.
 //
-// Every Locker must choose the same waiter for a release, so the choice
-// is made from the marks as they were at the revision before it: the
-// marks st has seen when its mark events have reached that revision, and
-// otherwise, when a turn Watch is there to be chosen, the marks read at
-// that revision (one read-only request), since the mark watch's events
-// may still be on their way. A read that fails wakes every turn Watch: a
-// wake-up more, never one missed.
-func (s *store) apply(ctx context.Context, sb *sub, st *seen, e event) {
-	ev := e.ev
-	if e.mark {
-		if ev.Type == mvccpb.DELETE {
-			delete(st.marks, string(ev.Kv.Key))
-		} else {
-			st.marks[string(ev.Kv.Key)] = markSeen{waiter: markWaiter(string(ev.Kv.Key), sb.marks), created: ev.Kv.CreateRevision}
-		}
-		st.marksAt = max(st.marksAt, ev.Kv.ModRevision)
-		return
-	}
+// A deletion of the key (a Release, a ForceRelease, an expiry) wakes the
+// plain Watches, and the turn Watches that chosen names for its
+// revision; a put of the pass key (a StopWaiting that passed the turn
+// on) wakes the turn Watches that chosen names for its revision, and no
+// plain Watch. A put of the key that shows another tenure than the one
+// last seen, whose end went unseen, wakes every Watch. The read of the
+// choice is made only when a turn Watch is there to be chosen; a read
+// that fails wakes every turn Watch: a wake-up more, never one missed.
+func (s *store) apply(ctx context.Context, sb *sub, created *int64, ev *clientv3.Event, pass bool) {
 	switch {
-	case ev.Type == mvccpb.DELETE:
-		// The next Acquire need not read first.
-		s.busy.free(sb.name)
-		st.created = 0
-		rev := ev.Kv.ModRevision
-		marks := *st
-		if st.marksAt < rev-1 && s.watches.hasTurn(sb) {
-			var err error
-			if marks, err = s.marksAt(ctx, sb.marks, rev-1); err != nil {
-				s.watches.wake(sb, true, "")
-				return
-			}
+	case pass || ev.Type == mvccpb.DELETE:
+		if !pass {
+			// The next Acquire need not read first.
+			s.busy.free(sb.name)
+			*created = 0
 		}
-		waiter, ok := marks.choose(rev)
-		s.watches.wake(sb, !ok, waiter)
-	case ev.Kv.CreateRevision != st.created:
-		if st.created != 0 {
-			s.watches.wake(sb, true, "")
+		if !s.watches.hasTurn(sb) {
+			s.watches.wake(sb, !pass, false, "")
+			return
 		}
-		st.created = ev.Kv.CreateRevision
+		waiter, ok, err := s.chosen(ctx, sb.marks, ev.Kv.ModRevision)
+		s.watches.wake(sb, !pass, err != nil || !ok, waiter)
+	case ev.Kv.CreateRevision != *created:
+		if *created != 0 {
+			s.watches.wake(sb, true, true, "")
+		}
+		*created = ev.Kv.CreateRevision
 	}
 }
 

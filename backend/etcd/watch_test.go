@@ -194,15 +194,13 @@ func TestWatchSharesOneStream(t *testing.T) {
 	}
 }
 
-// followFrom runs s.follow on ch, as the watch of name's key (its marks'
-// watch never answers), until the test ends, and returns the channel of
+// followFrom runs s.follow on ch, as the watch of name's key (its pass
+// key's watch never answers), until the test ends, and returns the channel of
 // a Watch of name that it wakes.
 func followFrom(t *testing.T, s *store, name string, ch clientv3.WatchChan) <-chan struct{} {
 	t.Helper()
 	w := &watch{Signal: driver.NewSignal(), ws: &s.watches}
-	sb, cw, ctx, ok, err := s.watches.install(s.client, s.life, name, w, func() *sub {
-		return &sub{name: name, key: s.key(name), marks: s.marksPrefix(name), watches: map[*watch]struct{}{}, poke: make(chan struct{}, 1)}
-	})
+	sb, cw, ctx, ok, err := s.watches.install(s.client, s.life, name, w, func() *sub { return s.newSub(name) })
 	if err != nil || !ok {
 		t.Fatalf("install a subscription to %q: %v, %v", name, ok, err)
 	}
@@ -211,7 +209,7 @@ func followFrom(t *testing.T, s *store, name string, ch clientv3.WatchChan) <-ch
 		defer s.watches.wg.Done()
 		defer close(done)
 		defer sb.cancel()
-		s.follow(ctx, cw, sb, seen{marks: map[string]markSeen{}}, func() {}, [2]clientv3.WatchChan{ch, make(chan clientv3.WatchResponse)})
+		s.follow(ctx, cw, sb, 0, func() {}, [2]clientv3.WatchChan{ch, make(chan clientv3.WatchResponse)})
 	}()
 	t.Cleanup(func() { sb.cancel(); <-done })
 	return w.Changed()
