@@ -11,6 +11,7 @@ import (
 	"github.com/leasekit/lease"
 	"github.com/leasekit/lease/driver"
 	"github.com/leasekit/lease/internal/faultproxy"
+	"github.com/leasekit/lease/internal/linetest"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -330,24 +331,21 @@ func TestStopWaitingRemovesTheMark(t *testing.T) {
 	wakeWithin(t, wB.Changed(), 5*time.Second, "b's turn Watch")
 	quietFor(t, wA.Changed(), turnQuiet, "a's turn Watch (it stopped waiting)")
 
-	// Through the Locker: its last turn Watch's Stop takes its mark away.
+	// Through the Locker: its last waiter's giving up takes its mark away.
 	name = uniqueName("stop-locker")
 	if _, err := holder.Acquire(ctx, name, "holder", time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	w, err := a.WatchTurn(ctx, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := a.AcquireOrWait(ctx, name, "owner-a", time.Minute); !errors.Is(err, lease.ErrHeld) {
-		t.Fatalf("AcquireOrWait of a held name: %v, want ErrHeld", err)
+	w := linetest.New(a, name, false, 0)
+	if _, err := w.Acquire(ctx, "owner-a", time.Minute); !errors.Is(err, lease.ErrHeld) {
+		t.Fatalf("a waiting Acquire of a held name: %v, want ErrHeld", err)
 	}
 	if got := marksOf(t, a, name); len(got) != 1 {
-		t.Fatalf("marks after the Locker's AcquireOrWait: %v, want one", got)
+		t.Fatalf("marks after the Locker's waiting Acquire: %v, want one", got)
 	}
 	w.Stop()
 	if got := marksOf(t, a, name); len(got) != 0 {
-		t.Fatalf("marks after the Locker's turn Watch stopped: %v, want none", got)
+		t.Fatalf("marks after the Locker's last waiter gave up: %v, want none", got)
 	}
 }
 

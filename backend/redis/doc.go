@@ -81,10 +81,11 @@
 // script (acquire.lua, renew.lua, release.lua, inspect.lua,
 // force_release.lua in this directory; release.lua and force_release.lua
 // after marks.lua) as one EVALSHA: one round trip, or two the first time a
-// server lacks the script (EVALSHA, then EVAL). So do AcquireOrWait
-// (marks.lua, wait.lua and acquire.lua in one script) and StopWaiting
-// (unmark.lua); Watch, WatchTurn and their Stop are described under
-// "Waiting" below. Open loads every script up front.
+// server lacks the script (EVALSHA, then EVAL). So do a waiting
+// caller's attempts (marks.lua, wait.lua and acquire.lua in one script)
+// and the mark's removal when a Locker stops waiting (unmark.lua); the
+// watches are described under "Waiting" below. Open loads every script up
+// front.
 //
 // The Locker is a lease.BatchRenewer: RenewBatch runs renew.lua for every
 // tenure, as Renew does, in pipelines of up to 1000 EVALSHA (one round
@@ -172,10 +173,11 @@
 // reply was lost just then, and whose resend reaches a server without the
 // tenure and without the marker, reports lease.ErrLost.
 //
-// # Waiting: Watch and WatchTurn
+// # Waiting
 //
-// The Locker is a lease.Waiter, so lease.Run's WithWait (and the election
-// package) wake when a busy name is released instead of polling. Every
+// Callers wait for a busy name with lease.Run's WithWait or WithFairWait
+// (and the election package): they wake when the name is released instead
+// of polling. Every
 // Release or ForceRelease that ends a tenure publishes, inside its own
 // script (still one EVALSHA; the server runs one PUBLISH more), to the
 // name's channel:
@@ -203,42 +205,51 @@
 // the oldest go at once, in one UNSUBSCRIBE); Close drops them all with
 // the connection.
 //
-// The Locker is also a lease.TurnWaiter: a release wakes one waiting
-// Locker, not every process that waits (lease.Run's WithWait and
-// WithFairWait use it). Each AcquireOrWait that finds the name held leaves
-// the Locker's mark (its random waiter ID) in the name's :marks sorted
-// set, scored by the server's TIME in microseconds when it was first
-// placed, with the instant it lapses (the life the Locker asks for,
-// rounded up to a whole millisecond, on from the server's TIME) in
-// :lapses; the same script then attempts the acquisition, so it is one
-// round trip, as Acquire is. An AcquireOrWait that acquires removes the
-// mark (or places it at the back again, when the Locker has more callers
-// waiting). Release and ForceRelease drop the lapsed marks, choose the
-// live one placed first, and publish
+// A release wakes one waiting Locker, not every process that waits. The
+// callers of one Locker that wait for a name (WithWait and WithFairWait
+// alike) form its line for the name, in the order they came, and that
+// line is the near end of the store's: the Locker has one mark in it, one
+// turn watch of the name (set up at its first waiting attempt, on the
+// same subscription as a Watch), and only its first waiter asks Redis;
+// the others are answered from its last answer, without a round trip,
+// until they are first. Each attempt of that first waiter that finds the
+// name held leaves the Locker's mark (its random waiter ID) in the name's
+// :marks sorted set, scored by the server's TIME in microseconds when it
+// was first placed, with the instant it lapses in :lapses: three of the
+// waiter's retry intervals (lease.Run's is a quarter of the ttl, from
+// 50ms to 2s), rounded up to a whole millisecond, on from the server's
+// TIME. The same script then attempts the acquisition, so it is one round
+// trip, as Acquire is. An attempt that acquires removes the mark, or
+// places it at the back again when more callers of the Locker still wait,
+// so that Lockers take turns. Release and ForceRelease drop the lapsed
+// marks, choose the live one placed first, and publish
 //
 //	<token> <waiter ID>
 //
-// or the token alone when no mark is live. A Watch from WatchTurn wakes
-// only at a message that names its Locker's waiter ID or names none (and
-// at every drop of the connection); a plain Watch wakes at every message.
+// or the token alone when no mark is live. The turn watch wakes the
+// Locker's first waiter only at a message that names its waiter ID or
+// names none (and at every drop of the connection); a plain Watch wakes
+// at every message.
 // A version of this package before marks publishes the token alone, so in
 // a fleet of mixed versions its releases wake every waiter, and its
 // Watches wake at every release of the new one: mixed versions herd as
-// before, but no waiter misses a release. When a Locker's last turn Watch
-// of a name stops while it has a mark, StopWaiting takes the mark away in
-// one round trip; if a release had chosen it (its mark was first and the
-// name is free), it passes the turn on to the next mark ("passed <waiter
-// ID>"). Both mark keys expire when their last mark lapses, so a waiter
-// that dies leaves nothing for longer than its mark's life, and costs the
-// others at most that (lease.Run's waiters also try again every 2s).
+// before, but no waiter misses a release. When the first waiter of a
+// Locker gives up, the next one is first at once; when the Locker's last
+// waiter of a name leaves while it has a mark, the Locker takes the mark
+// away in one round trip (unmark.lua); if a release had chosen it (its
+// mark was first and the name is free), that passes the turn on to the
+// next mark ("passed <waiter ID>"). Both mark keys expire when their last
+// mark lapses, so a waiter that dies leaves nothing for longer than its
+// mark's life, and costs the others at most that (lease.Run's waiters
+// also try again at their retry interval, at most every 2s).
 //
-// Fair waiting is a policy over the same marks, not a line of its own: an
-// AcquireOrWait with the fair policy takes a free name only when the
-// caller's mark is the first live one, or no mark is live; otherwise, in
-// the same script, it acquires nothing, places or renews the caller's
-// mark as for a held name, and answers with no holder and the time the
-// first mark has left. Acquire, and AcquireOrWait without the policy,
-// take a free name whatever the line. Versions before this one kept fair
+// Fair waiting (WithFairWait) is a policy over the same marks, not a line
+// of its own: an attempt with the fair policy takes a free name only when
+// the Locker's mark is the first live one, or no mark is live; otherwise,
+// in the same script, it acquires nothing, places or renews the mark as
+// for a held name, and answers with no holder and the time the first mark
+// has left. A plain Acquire, and a waiter without the policy, take a free
+// name whatever the line. Versions before this one kept fair
 // waiters in a separate queue (keys :queue and :places, which expire on
 // their own): in a fleet of mixed versions the two kinds of fair waiter
 // do not see each other's order, and turn Watches ignore the old queue's
@@ -265,8 +276,10 @@
 // covers it by trying again at the holder's remaining time, which every
 // busy Acquire reports. The pub/sub connection and the goroutine that
 // reads it live from the first Watch until Close. A Ring client cannot
-// watch (its pub/sub connection would reach one shard): Watch and
-// WatchTurn report errors.ErrUnsupported there, and lease.Run polls.
+// watch (its pub/sub connection would reach one shard): there
+// lease.Can[lease.Waiter] is false, Watch reports errors.ErrUnsupported,
+// lease.Run's WithWait polls, and WithFairWait fails at once with an
+// error matching errors.ErrUnsupported.
 //
 // # Errors
 //

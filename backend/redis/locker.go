@@ -13,11 +13,13 @@ import (
 )
 
 // Locker is a lease store on Redis. It implements lease.Locker,
-// lease.Lister, lease.ForceReleaser, lease.Waiter and lease.TurnWaiter
-// (see "Waiting" in the package documentation), and is safe for
-// concurrent use. Acquire, AcquireOrWait, Renew, Release, Inspect and
-// ForceRelease each take one round trip: one Lua script (see the .lua
-// files of this package).
+// lease.Lister, lease.ForceReleaser, lease.BatchRenewer and lease.Waiter
+// (see "Waiting" in the package documentation; lease.Can says whether it
+// can watch: not on a Ring), and is safe for concurrent use. Acquire,
+// Renew, Release, Inspect and ForceRelease each take one round trip: one
+// Lua script (see the .lua files of this package); a waiting Acquire too,
+// once its turn Watch is in place, and none when another waiter of the
+// Locker asks for the name (see "Waiting").
 //
 // Close makes every later call fail with an error matching
 // lease.ErrClosed and ends the Watches' pub/sub connection; it closes the
@@ -158,7 +160,25 @@ type store struct {
 var (
 	_ driver.Lister        = (*store)(nil)
 	_ driver.ForceReleaser = (*store)(nil)
+	_ driver.Capable       = (*store)(nil)
 )
+
+// Can implements driver.Capable, so that lease.Can tells the truth about
+// the Locker. Listing, force-releasing and renewing in batches work on
+// every client. Watching, and waiting in the line of waiters (a turn
+// Watch), work on every client but a Ring, where Watch and WatchTurn
+// report errors.ErrUnsupported (see canWatch): there Can says no, and
+// lease.Run's WithWait polls while WithFairWait fails at once. Can says
+// no to any other interface.
+func (s *store) Can(p any) bool {
+	switch p.(type) {
+	case *driver.Lister, *driver.ForceReleaser, *driver.BatchRenewer:
+		return true
+	case *driver.Watcher, *driver.TurnWatcher:
+		return s.canWatch()
+	}
+	return false
+}
 
 // Close implements driver.Store: it closes the client only when Open made
 // it; a client given to New stays open. Held leases are not released:

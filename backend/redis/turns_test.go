@@ -17,6 +17,7 @@ import (
 	"github.com/leasekit/lease"
 	redislease "github.com/leasekit/lease/backend/redis"
 	"github.com/leasekit/lease/internal/faultproxy"
+	"github.com/leasekit/lease/internal/linetest"
 	"github.com/leasekit/lease/internal/testserver"
 )
 
@@ -51,32 +52,38 @@ func scoreOf(t *testing.T, c redis.UniversalClient, prefix, name, suffix, waiter
 	return got
 }
 
-// watchTurn returns a turn Watch of l on name, stopped when t ends.
-func watchTurn(t *testing.T, l *redislease.Locker, name string) lease.Watch {
+// newWaiter returns a caller of l that waits for name in l's line of
+// waiters (unfair, with linetest's retry), given up when t ends unless it
+// was done before. l sets up its turn watch of name at the first
+// waiter's first attempt, and wakes the waiter first in its line through
+// the waiter's Changed.
+func newWaiter(t *testing.T, l *redislease.Locker, name string) *linetest.Waiter {
 	t.Helper()
-	w, err := l.WatchTurn(t.Context(), name)
-	if err != nil {
-		t.Fatalf("WatchTurn: %v", err)
-	}
+	w := linetest.New(l, name, false, 0)
 	t.Cleanup(w.Stop)
 	return w
 }
 
-// waitTurn calls AcquireOrWait and fails t unless another owner holds
-// name.
-func waitTurn(t *testing.T, l *redislease.Locker, name, owner string) {
+// waitTurn is one waiting attempt of w, failing t unless another owner
+// holds the name.
+func waitTurn(t *testing.T, w *linetest.Waiter, owner string) {
 	t.Helper()
-	if _, err := l.AcquireOrWait(t.Context(), name, owner, time.Minute); !errors.Is(err, lease.ErrHeld) {
-		t.Fatalf("AcquireOrWait(%q, %q) on a held name: %v, want ErrHeld", name, owner, err)
+	if _, err := w.Acquire(t.Context(), owner, time.Minute); !errors.Is(err, lease.ErrHeld) {
+		t.Fatalf("waiting Acquire by %q on a held name: %v, want ErrHeld", owner, err)
+	}
+	if !w.Taken() {
+		t.Fatalf("the Locker keeps no line for %q's waiting", owner)
 	}
 }
 
-// takeTurn calls AcquireOrWait and fails t unless it acquires name.
-func takeTurn(t *testing.T, l *redislease.Locker, name, owner string) lease.Lease {
+// takeTurn is one waiting attempt of w, failing t unless it acquires the
+// name. The waiter stays in its Locker's line (with the Locker's turn
+// watch) until it is done or t ends.
+func takeTurn(t *testing.T, w *linetest.Waiter, owner string) lease.Lease {
 	t.Helper()
-	got, err := l.AcquireOrWait(t.Context(), name, owner, time.Minute)
+	got, err := w.Acquire(t.Context(), owner, time.Minute)
 	if err != nil || got.Owner != owner {
-		t.Fatalf("AcquireOrWait(%q, %q) on a free name: %v, %v", name, owner, got, err)
+		t.Fatalf("waiting Acquire by %q on a free name: %v, %v", owner, got, err)
 	}
 	return got
 }
@@ -113,33 +120,37 @@ func quietFor(t *testing.T, c <-chan struct{}, d time.Duration, what string) {
 // turnQuiet is how long a watch that must not wake is watched.
 const turnQuiet = 300 * time.Millisecond
 
+// changer is a lease.Watch or a linetest.Waiter.
+type changer interface{ Changed() <-chan struct{} }
+
 // drainAll empties the channels of ws.
-func drainAll(ws ...lease.Watch) {
+func drainAll(ws ...changer) {
 	for _, w := range ws {
 		drain(w.Changed())
 	}
 }
 
 // TestTurnReleaseWakesOnlyTheOldestMark: of two Lockers waiting with
-// marks, a Release wakes only the turn Watch of the one that marked
-// first, and a plain Watch; the Locker that then acquires loses its mark,
-// so a ForceRelease wakes the other and not it.
+// marks, a Release wakes only the waiter of the one that marked first,
+// and a plain Watch; the Locker that then acquires loses its mark (its
+// waiter still in line, with the turn watch), so a ForceRelease wakes the
+// other and not it.
 func TestTurnReleaseWakesOnlyTheOldestMark(t *testing.T) {
 	eachWatchServer(t, func(t *testing.T, addr, prefix string, newLocker func(string) *redislease.Locker) {
 		ctx := t.Context()
 		c := newClient(t, addr)
 		const name = "jobs/turn"
 		holder, a, b := newLocker(addr), newLocker(addr), newLocker(addr)
-		wA, wB := watchTurn(t, a, name), watchTurn(t, b, name)
+		wA, wB := newWaiter(t, a, name), newWaiter(t, b, name)
 		plain, err := holder.Watch(ctx, name)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer plain.Stop()
 		held := mustAcquire(t, holder, name, "holder")
-		waitTurn(t, a, name, "waiter-a")
-		waitTurn(t, b, name, "waiter-b")
-		waitTurn(t, a, name, "waiter-a") // renewing keeps a's place
+		waitTurn(t, wA, "waiter-a")
+		waitTurn(t, wB, "waiter-b")
+		waitTurn(t, wA, "waiter-a") // renewing keeps a's place
 		ids := marksOf(t, c, prefix, name)
 		if len(ids) != 2 || len(ids[0]) != 32 || ids[0] == ids[1] {
 			t.Fatalf("marks after two waiters: %q, want two waiter IDs", ids)
@@ -152,7 +163,7 @@ func TestTurnReleaseWakesOnlyTheOldestMark(t *testing.T) {
 		wakeWithin(t, plain.Changed(), 5*time.Second, "a Release (plain Watch)")
 		quietFor(t, wB.Changed(), turnQuiet, "a Release that chose another Locker's mark")
 
-		gotA := takeTurn(t, a, name, "waiter-a")
+		gotA := takeTurn(t, wA, "waiter-a")
 		if got := marksOf(t, c, prefix, name); !slices.Equal(got, ids[1:]) {
 			t.Fatalf("marks after a acquired: %q, want only b's %q", got, ids[1:])
 		}
@@ -167,36 +178,38 @@ func TestTurnReleaseWakesOnlyTheOldestMark(t *testing.T) {
 	})
 }
 
-// TestTurnAcquireOrWaitMarks: a busy AcquireOrWait places the Locker's
-// mark (one command: the acquire attempt and the mark are one script),
-// renews its lapse without moving its place, and expires both keys with
-// the mark; an AcquireOrWait that acquires removes it, or, while the
-// Locker has another turn Watch on the name, moves it to the back; the
-// Locker's last turn Watch stopping takes it away.
-func TestTurnAcquireOrWaitMarks(t *testing.T) {
+// TestTurnWaitingMarks: a busy waiting attempt places the Locker's mark
+// (one command: the acquire attempt and the mark are one script), lasting
+// the waiter's Life, renews its lapse without moving its place, and
+// expires both keys with the mark. A second waiter of the same Locker
+// asks Redis nothing: it is answered from the first's last answer, and
+// not woken by a release that chose the Locker (the first is). The first
+// waiter's attempt that acquires removes the mark, or, while the Locker
+// has another waiter on the name, moves it to the back (Keep); the
+// Locker's last waiter giving up takes it away.
+func TestTurnWaitingMarks(t *testing.T) {
 	eachWatchServer(t, func(t *testing.T, addr, prefix string, newLocker func(string) *redislease.Locker) {
 		ctx := t.Context()
 		c := newClient(t, addr)
 		const name = "jobs/marks"
 		p := startProxy(t, addr)
 		holder, a, b := newLocker(addr), newLocker(p.Addr()), newLocker(addr)
-		wA := watchTurn(t, a, name)
-		watchTurn(t, b, name)
+		wA, wA2, wB := newWaiter(t, a, name), newWaiter(t, a, name), newWaiter(t, b, name)
 		held := mustAcquire(t, holder, name, "holder")
 
-		waitTurn(t, a, name, "waiter-a")
+		waitTurn(t, wA, "waiter-a")
 		ids := marksOf(t, c, prefix, name)
 		if len(ids) != 1 {
-			t.Fatalf("marks after a busy AcquireOrWait: %q, want one", ids)
+			t.Fatalf("marks after a busy waiting Acquire: %q, want one", ids)
 		}
 		idA := ids[0]
 		placed := scoreOf(t, c, prefix, name, ":marks", idA)
 		lapse := scoreOf(t, c, prefix, name, ":lapses", idA)
-		// The Locker chooses the mark's life (TestFairMarkLivesInMilliseconds
-		// checks that the mark lasts exactly that).
+		// The waiter chooses the mark's life: three of its retries
+		// (TestFairMarkLivesInMilliseconds checks the store's side).
 		life := time.Duration(lapse-placed) * time.Microsecond
-		if life <= 0 {
-			t.Fatalf("the mark lapses %s after it was placed", life)
+		if life != wA.Life() {
+			t.Fatalf("the mark lapses %s after it was placed, want the waiter's Life (%s)", life, wA.Life())
 		}
 		for _, suffix := range []string{":marks", ":lapses"} {
 			if d := c.PTTL(ctx, keyOf(prefix, name, suffix)).Val(); d <= 0 || d > life {
@@ -205,9 +218,9 @@ func TestTurnAcquireOrWaitMarks(t *testing.T) {
 		}
 
 		before := len(p.Commands())
-		waitTurn(t, a, name, "waiter-a")
+		waitTurn(t, wA, "waiter-a")
 		if sent := p.Commands()[before:]; len(sent) != 1 || sent[0] != "evalsha" {
-			t.Fatalf("a busy AcquireOrWait sent %q, want one evalsha", sent)
+			t.Fatalf("a busy waiting Acquire sent %q, want one evalsha", sent)
 		}
 		if got := scoreOf(t, c, prefix, name, ":marks", idA); got != placed {
 			t.Fatalf("a renewed mark moved from %.0f to %.0f", placed, got)
@@ -216,40 +229,57 @@ func TestTurnAcquireOrWaitMarks(t *testing.T) {
 			t.Fatalf("a renewed mark lapses at %.0f, before %.0f", got, lapse)
 		}
 
-		waitTurn(t, b, name, "waiter-b")
-		idB := marksOf(t, c, prefix, name)[1]
-		// a waits with two turn Watches: when it acquires, its mark goes
-		// to the back, behind b's.
-		wA2, err := a.WatchTurn(ctx, name)
-		if err != nil {
-			t.Fatal(err)
+		// a's second waiter is behind its first in a's line: only the
+		// first asks Redis.
+		before = len(p.Commands())
+		_, err := wA2.Acquire(ctx, "waiter-a2", time.Minute)
+		var he *lease.HeldError
+		if !errors.As(err, &he) || he.Owner != "holder" || he.Remaining <= 0 {
+			t.Fatalf("the second waiter of a Locker: %v, want the holder's HeldError", err)
 		}
+		if !wA2.Taken() {
+			t.Fatal("the Locker keeps no line for its second waiter")
+		}
+		if sent := slices.DeleteFunc(p.Commands()[before:], func(c string) bool { return c == "ping" }); len(sent) != 0 {
+			t.Fatalf("the second waiter of a Locker sent %q, want nothing", sent)
+		}
+		if got := marksOf(t, c, prefix, name); !slices.Equal(got, []string{idA}) {
+			t.Fatalf("marks after a's second waiter: %q, want a's one mark", got)
+		}
+
+		waitTurn(t, wB, "waiter-b")
+		idB := marksOf(t, c, prefix, name)[1]
+		// a waits with two waiters: when its first acquires, its mark
+		// goes to the back, behind b's.
+		drainAll(wA, wA2)
 		if err := holder.Release(ctx, held); err != nil {
 			t.Fatal(err)
 		}
 		wakeWithin(t, wA.Changed(), 5*time.Second, "a Release that chose its mark")
+		quietFor(t, wA2.Changed(), turnQuiet, "a Release that chose its Locker, whose first waiter is another")
 		before = len(p.Commands())
-		gotA := takeTurn(t, a, name, "waiter-a")
+		gotA := takeTurn(t, wA, "waiter-a")
 		if sent := p.Commands()[before:]; len(sent) != 1 || sent[0] != "evalsha" {
-			t.Fatalf("an AcquireOrWait that acquired sent %q, want one evalsha", sent)
+			t.Fatalf("a waiting Acquire that acquired sent %q, want one evalsha", sent)
 		}
 		if got := marksOf(t, c, prefix, name); !slices.Equal(got, []string{idB, idA}) {
-			t.Fatalf("marks after a acquired with another turn Watch waiting: %q, want b's then a's %q", got, []string{idB, idA})
+			t.Fatalf("marks after a acquired with another waiter waiting: %q, want b's then a's %q", got, []string{idB, idA})
+		}
+		wA.Done(true)
+		if got := marksOf(t, c, prefix, name); !slices.Equal(got, []string{idB, idA}) {
+			t.Fatalf("marks after a's first waiter left with the name: %q, want b's then a's %q", got, []string{idB, idA})
 		}
 		if err := a.Release(ctx, gotA); err != nil {
 			t.Fatal(err)
 		}
-		gotB := takeTurn(t, b, name, "waiter-b")
+		gotB := takeTurn(t, wB, "waiter-b")
+		wB.Done(true)
 		if got := marksOf(t, c, prefix, name); !slices.Equal(got, []string{idA}) {
 			t.Fatalf("marks after b acquired: %q, want a's alone", got)
 		}
-		// a stops waiting: its last turn Watch takes its mark away, and
-		// the keys go with the last mark.
+		// a's last waiter gives up: it takes a's mark away, and the keys
+		// go with the last mark.
 		wA2.Stop()
-		if got := marksOf(t, c, prefix, name); !slices.Equal(got, []string{idA}) {
-			t.Fatalf("marks after one of a's two turn Watches stopped: %q, want a's", got)
-		}
-		wA.Stop()
 		for _, suffix := range []string{":marks", ":lapses"} {
 			if n := c.Exists(ctx, keyOf(prefix, name, suffix)).Val(); n != 0 {
 				t.Fatalf("key %s is left after the last mark was taken away", suffix)
@@ -270,10 +300,10 @@ func TestTurnLapsedMarkIsSkipped(t *testing.T) {
 		c := newClient(t, addr)
 		const name = "jobs/lapse"
 		holder, a, b := newLocker(addr), newLocker(addr), newLocker(addr)
-		wA, wB := watchTurn(t, a, name), watchTurn(t, b, name)
+		wA, wB := newWaiter(t, a, name), newWaiter(t, b, name)
 		held := mustAcquire(t, holder, name, "holder")
-		waitTurn(t, a, name, "waiter-a")
-		waitTurn(t, b, name, "waiter-b")
+		waitTurn(t, wA, "waiter-a")
+		waitTurn(t, wB, "waiter-b")
 		ids := marksOf(t, c, prefix, name)
 		// a's mark lapsed a second ago by the server's clock, as if a
 		// stopped renewing it a mark's life ago.
@@ -300,23 +330,19 @@ func TestTurnLapsedMarkIsSkipped(t *testing.T) {
 	})
 }
 
-// TestTurnStopWaitingPassesTheTurn: a Locker that stops waiting loses its
-// mark (a release then chooses the next); when a release had chosen it,
-// its StopWaiting passes the turn on to the next mark.
+// TestTurnStopWaitingPassesTheTurn: a Locker whose last waiter gives up
+// loses its mark (a release then chooses the next); when a release had
+// chosen it, its StopWaiting passes the turn on to the next mark.
 func TestTurnStopWaitingPassesTheTurn(t *testing.T) {
 	eachWatchServer(t, func(t *testing.T, addr, prefix string, newLocker func(string) *redislease.Locker) {
 		ctx := t.Context()
 		c := newClient(t, addr)
 		const name = "jobs/stop"
 		holder, a, b := newLocker(addr), newLocker(addr), newLocker(addr)
-		wA, err := a.WatchTurn(ctx, name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		wB := watchTurn(t, b, name)
+		wA, wB := newWaiter(t, a, name), newWaiter(t, b, name)
 		held := mustAcquire(t, holder, name, "holder")
-		waitTurn(t, a, name, "waiter-a")
-		waitTurn(t, b, name, "waiter-b")
+		waitTurn(t, wA, "waiter-a")
+		waitTurn(t, wB, "waiter-b")
 		ids := marksOf(t, c, prefix, name)
 		drainAll(wB)
 		wA.Stop()
@@ -327,8 +353,8 @@ func TestTurnStopWaitingPassesTheTurn(t *testing.T) {
 
 		// a waits again, behind b; the Release chooses b, which gives up:
 		// the turn passes to a.
-		wA = watchTurn(t, a, name)
-		waitTurn(t, a, name, "waiter-a")
+		wA = newWaiter(t, a, name)
+		waitTurn(t, wA, "waiter-a")
 		drainAll(wA, wB)
 		if err := holder.Release(ctx, held); err != nil {
 			t.Fatal(err)
@@ -340,25 +366,38 @@ func TestTurnStopWaitingPassesTheTurn(t *testing.T) {
 		if got := marksOf(t, c, prefix, name); !slices.Equal(got, []string{ids[0]}) {
 			t.Fatalf("marks after b gave up: %q, want a's alone", got)
 		}
-		takeTurn(t, a, name, "waiter-a")
+		takeTurn(t, wA, "waiter-a")
+		wA.Done(true)
 	})
 }
 
-// TestTurnWithoutMarksWakesAll: with no mark on the name, a release wakes
-// every turn Watch, as it wakes every plain Watch.
+// TestTurnWithoutMarksWakesAll: with no live mark on the name (the
+// waiters' marks gone, as when they lapsed), a release wakes the waiter
+// of every Locker with a turn watch, as it wakes every plain Watch.
 func TestTurnWithoutMarksWakesAll(t *testing.T) {
 	eachWatchServer(t, func(t *testing.T, addr, prefix string, newLocker func(string) *redislease.Locker) {
 		ctx := t.Context()
+		c := newClient(t, addr)
 		const name = "jobs/nomark"
 		holder, a, b := newLocker(addr), newLocker(addr), newLocker(addr)
-		wA, wB := watchTurn(t, a, name), watchTurn(t, b, name)
+		wA, wB := newWaiter(t, a, name), newWaiter(t, b, name)
 		plain, err := a.Watch(ctx, name)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer plain.Stop()
-		for _, force := range []bool{false, true} {
-			held := mustAcquire(t, holder, name, "holder")
+		held := mustAcquire(t, holder, name, "holder")
+		// Each waiter's first attempt sets up its Locker's turn watch and
+		// places a mark; then the marks go.
+		waitTurn(t, wA, "waiter-a")
+		waitTurn(t, wB, "waiter-b")
+		if err := c.Del(ctx, keyOf(prefix, name, ":marks"), keyOf(prefix, name, ":lapses")).Err(); err != nil {
+			t.Fatal(err)
+		}
+		for i, force := range []bool{false, true} {
+			if i > 0 {
+				held = mustAcquire(t, holder, name, "holder")
+			}
 			drainAll(wA, wB, plain)
 			if force {
 				_, err = holder.ForceRelease(ctx, name)
@@ -392,23 +431,24 @@ return 0`
 
 // TestTurnMessagesOfOtherVersions: in a fleet that mixes versions, a
 // release by a version before marks (its message names no waiter) wakes
-// every turn Watch, even while a Locker has a mark; the message of a
-// Dequeue by a version with a separate fair queue wakes plain Watches but
-// no turn Watch.
+// the waiter of every Locker with a turn watch, even one whose mark is
+// behind another Locker's; the message of a Dequeue by a version with a
+// separate fair queue wakes plain Watches but no waiter.
 func TestTurnMessagesOfOtherVersions(t *testing.T) {
 	eachWatchServer(t, func(t *testing.T, addr, prefix string, newLocker func(string) *redislease.Locker) {
 		ctx := t.Context()
 		c := newClient(t, addr)
 		const name = "jobs/mixed"
 		holder, a, b := newLocker(addr), newLocker(addr), newLocker(addr)
-		wA, wB := watchTurn(t, a, name), watchTurn(t, b, name)
+		wA, wB := newWaiter(t, a, name), newWaiter(t, b, name)
 		plain, err := b.Watch(ctx, name)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer plain.Stop()
 		held := mustAcquire(t, holder, name, "holder")
-		waitTurn(t, a, name, "waiter-a")
+		waitTurn(t, wA, "waiter-a")
+		waitTurn(t, wB, "waiter-b")
 		drainAll(wA, wB, plain)
 		token := strconv.FormatUint(held.Token, 10)
 		keys := []string{keyOf(prefix, name, ":lease"), keyOf(prefix, name, ":released:"+token)}
@@ -416,7 +456,7 @@ func TestTurnMessagesOfOtherVersions(t *testing.T) {
 			t.Fatalf("the old release.lua: %v, %v", n, err)
 		}
 		wakeWithin(t, wA.Changed(), 5*time.Second, "an old version's Release")
-		wakeWithin(t, wB.Changed(), 5*time.Second, "an old version's Release, although another Locker has a mark")
+		wakeWithin(t, wB.Changed(), 5*time.Second, "an old version's Release, although another Locker's mark is first")
 		wakeWithin(t, plain.Changed(), 5*time.Second, "an old version's Release")
 
 		drainAll(wA, wB, plain)
@@ -429,17 +469,18 @@ func TestTurnMessagesOfOtherVersions(t *testing.T) {
 	})
 }
 
-// TestTurnWatchWakesOnADroppedConnection: a turn Watch whose Locker has
-// no mark, while another Locker has one, still wakes when its pub/sub
-// connection drops: a release meanwhile may have chosen no one.
+// TestTurnWatchWakesOnADroppedConnection: the waiter of a Locker whose
+// mark is behind another Locker's still wakes when its pub/sub connection
+// drops: a release meanwhile may have chosen no one.
 func TestTurnWatchWakesOnADroppedConnection(t *testing.T) {
 	eachWatchServer(t, func(t *testing.T, addr, prefix string, newLocker func(string) *redislease.Locker) {
 		const name = "jobs/turndrop"
 		p := faultproxy.StartT(t, addr)
 		holder, a, b := newLocker(addr), newLocker(p.Addr()), newLocker(addr)
-		wA, wB := watchTurn(t, a, name), watchTurn(t, b, name)
+		wA, wB := newWaiter(t, a, name), newWaiter(t, b, name)
 		mustAcquire(t, holder, name, "holder")
-		waitTurn(t, b, name, "waiter-b")
+		waitTurn(t, wB, "waiter-b")
+		waitTurn(t, wA, "waiter-a")
 		drainAll(wA, wB)
 		p.Reset()
 		wakeWithin(t, wA.Changed(), 5*time.Second, "the reset of its pub/sub connection")
@@ -458,8 +499,10 @@ func TestTurnLeavesNothingBehind(t *testing.T) {
 		held := mustAcquire(t, holder, name, "holder")
 		for _, owner := range []string{"waiter-a", "waiter-b"} {
 			l := newLocker()
-			watchTurn(t, l, name)
-			waitTurn(t, l, name, owner)
+			// Marks that last 1.5s, for a shorter test.
+			w := linetest.New(l, name, false, 500*time.Millisecond)
+			t.Cleanup(w.Stop)
+			waitTurn(t, w, owner)
 			if err := l.Close(); err != nil {
 				t.Fatal(err)
 			}
@@ -539,17 +582,17 @@ func TestTurnOnCluster(t *testing.T) {
 	holder, a, b := open(), open(), open()
 	for i := range 5 {
 		name := "cluster/turn-" + strconv.Itoa(i)
-		wA, wB := watchTurn(t, a, name), watchTurn(t, b, name)
+		wA, wB := newWaiter(t, a, name), newWaiter(t, b, name)
 		held := mustAcquire(t, holder, name, "holder")
-		waitTurn(t, b, name, "waiter-b")
-		waitTurn(t, a, name, "waiter-a")
+		waitTurn(t, wB, "waiter-b")
+		waitTurn(t, wA, "waiter-a")
 		drainAll(wA, wB)
 		if err := holder.Release(ctx, held); err != nil {
 			t.Fatal(err)
 		}
 		wakeWithin(t, wB.Changed(), 5*time.Second, "a Release that chose its mark")
 		quietFor(t, wA.Changed(), turnQuiet, "a Release that chose another Locker's mark")
-		got := takeTurn(t, b, name, "waiter-b")
+		got := takeTurn(t, wB, "waiter-b")
 		drainAll(wA, wB)
 		if _, err := holder.ForceRelease(ctx, name); err != nil {
 			t.Fatal(err)
@@ -563,8 +606,9 @@ func TestTurnOnCluster(t *testing.T) {
 }
 
 // TestWatchStopSendsNothing: stopping the last Watch of a name sends no
-// command; the subscription stays, and a new Watch of the name uses it
-// without a command and hears releases.
+// command, nor does the last waiter of a Locker that leaves with the name
+// and no mark (its turn watch stops); the subscription stays, and a new
+// Watch of the name uses it without a command and hears releases.
 func TestWatchStopSendsNothing(t *testing.T) {
 	eachWatchServer(t, func(t *testing.T, addr, prefix string, newLocker func(string) *redislease.Locker) {
 		ctx := t.Context()
@@ -577,25 +621,35 @@ func TestWatchStopSendsNothing(t *testing.T) {
 		}
 		for _, turn := range []bool{false, true} {
 			var (
-				w   lease.Watch
-				err error
+				stop func()
+				got  lease.Lease
 			)
 			if turn {
-				w, err = l.WatchTurn(ctx, name)
+				// The waiter's first attempt sets up the turn watch and,
+				// the name being free, acquires it without a mark.
+				wt := newWaiter(t, l, name)
+				got = takeTurn(t, wt, "waiter")
+				stop = func() { wt.Done(true) }
 			} else {
-				w, err = l.Watch(ctx, name)
-			}
-			if err != nil {
-				t.Fatal(err)
+				w, err := l.Watch(ctx, name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				stop = w.Stop
 			}
 			before := len(p.Commands())
-			w.Stop()
+			stop()
 			time.Sleep(50 * time.Millisecond)
 			if got := sent(before); len(got) != 0 {
-				t.Fatalf("Stop of the last Watch on a name sent %q, want nothing", got)
+				t.Fatalf("Stop of the last Watch on a name sent %q, want nothing (turn watch: %t)", got, turn)
 			}
 			if n := numsub(t, c, channelOf(prefix, name)); n != 1 {
 				t.Fatalf("after Stop the name's channel has %d subscribers, want 1 (idle)", n)
+			}
+			if turn {
+				if err := l.Release(ctx, got); err != nil {
+					t.Fatal(err)
+				}
 			}
 		}
 		before := len(p.Commands())
@@ -683,15 +737,71 @@ func TestWatchIdleSubscriptionsAreBounded(t *testing.T) {
 }
 
 // TestTurnWatchOnRingIsUnsupported: a Ring client cannot watch turns
-// either.
+// either, and its Locker says so: lease.Can says no to lease.Waiter (yes
+// on a plain client's), a waiter's attempt is a plain Acquire outside any
+// line, and a fair one fails at once with errors.ErrUnsupported, as
+// lease.Run with WithFairWait does, without acquiring the name.
 func TestTurnWatchOnRingIsUnsupported(t *testing.T) {
 	mr := miniredis.RunT(t)
+	plain := mustNew(t, newClient(t, mr.Addr()), redislease.WithPrefix("plain:"))
+	defer plain.Close()
+	if !lease.Can[lease.Waiter](plain) {
+		t.Fatal("lease.Can[lease.Waiter] is false on a plain client's Locker")
+	}
 	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": mr.Addr()}})
 	defer ring.Close()
 	l := mustNew(t, ring)
 	defer l.Close()
-	if _, err := l.WatchTurn(context.Background(), "jobs/ring"); !errors.Is(err, errors.ErrUnsupported) {
-		t.Fatalf("WatchTurn on a Ring: %v, want ErrUnsupported", err)
+	ctx := t.Context()
+	if lease.Can[lease.Waiter](l) {
+		t.Fatal("lease.Can[lease.Waiter] is true on a Ring's Locker, which cannot watch")
+	}
+	for _, i := range []any{(*lease.Lister)(nil), (*lease.ForceReleaser)(nil), (*lease.BatchRenewer)(nil)} {
+		if !l.Can(i) {
+			t.Fatalf("Can(%T) is false on a Ring's Locker", i)
+		}
+	}
+	if _, err := l.Watch(ctx, "jobs/ring"); !errors.Is(err, errors.ErrUnsupported) {
+		t.Fatalf("Watch on a Ring: %v, want ErrUnsupported", err)
+	}
+
+	const name = "jobs/ring"
+	fair := linetest.New(l, name, true, 0)
+	defer fair.Stop()
+	if got, err := fair.Acquire(ctx, "fair", time.Minute); !errors.Is(err, errors.ErrUnsupported) || !strings.Contains(err.Error(), "WithFairWait") {
+		t.Fatalf("a fair waiter's Acquire on a Ring: %v, %v; want ErrUnsupported naming WithFairWait", got, err)
+	}
+	ran := false
+	start := time.Now()
+	err := lease.Run(ctx, l, name, time.Minute, func(context.Context) error {
+		ran = true
+		return nil
+	}, lease.WithFairWait(time.Second), lease.WithOwner("fair"))
+	if !errors.Is(err, errors.ErrUnsupported) || !strings.Contains(err.Error(), "WithFairWait") {
+		t.Fatalf("Run with WithFairWait on a Ring: %v, want ErrUnsupported naming WithFairWait", err)
+	}
+	if ran {
+		t.Fatal("Run with WithFairWait on a Ring ran its function")
+	}
+	if d := time.Since(start); d > 500*time.Millisecond {
+		t.Fatalf("Run with WithFairWait on a Ring failed after %s, want at once", d)
+	}
+	if got, err := l.Inspect(ctx, name); !errors.Is(err, lease.ErrNotHeld) {
+		t.Fatalf("after the fair waits on a Ring: %v, %v; want the name never acquired", got, err)
+	}
+
+	w := linetest.New(l, name, false, 0)
+	defer w.Stop()
+	got, err := w.Acquire(ctx, "waiter", time.Minute)
+	if err != nil || got.Owner != "waiter" {
+		t.Fatalf("an unfair waiter's Acquire of a free name on a Ring: %v, %v", got, err)
+	}
+	if w.Taken() {
+		t.Fatal("a Ring's Locker keeps a line of waiters, which it cannot watch")
+	}
+	w.Done(true)
+	if err := l.Release(ctx, got); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -708,8 +818,7 @@ func TestTurnMarksKeepTheirOrder(t *testing.T) {
 	for i := range 6 {
 		l := mustNew(t, c)
 		defer l.Close()
-		watchTurn(t, l, name)
-		waitTurn(t, l, name, "waiter-"+strconv.Itoa(i))
+		waitTurn(t, newWaiter(t, l, name), "waiter-"+strconv.Itoa(i))
 		got := marksOf(t, c, "lease:", name)
 		if len(got) != i+1 || !slices.Equal(got[:i], want) {
 			t.Fatalf("marks after %d waiters: %q, want %q and the new one last", i+1, got, want)

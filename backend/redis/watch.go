@@ -138,9 +138,18 @@ func (s *store) Watch(ctx context.Context, name string) (lease.Watch, error) {
 	return s.watch(ctx, name, false, "")
 }
 
+// canWatch reports whether the store's client can watch: every client
+// but a Ring, whose pub/sub connection would reach one shard only. It is
+// the one condition under which Watch and WatchTurn report
+// errors.ErrUnsupported, and Can answers from it.
+func (s *store) canWatch() bool {
+	_, ring := s.client.(*redis.Ring)
+	return !ring
+}
+
 // watch is Watch, and WatchTurn when turn is set.
 func (s *store) watch(ctx context.Context, name string, turn bool, waiter string) (lease.Watch, error) {
-	if _, ring := s.client.(*redis.Ring); ring {
+	if !s.canWatch() {
 		return nil, ringUnsupported()
 	}
 	h := &s.subs

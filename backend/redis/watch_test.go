@@ -17,6 +17,7 @@ import (
 	"github.com/leasekit/lease"
 	redislease "github.com/leasekit/lease/backend/redis"
 	"github.com/leasekit/lease/internal/faultproxy"
+	"github.com/leasekit/lease/internal/line"
 )
 
 // watchServer is a server the Watch tests run on.
@@ -274,137 +275,98 @@ func TestWatchWakesWhenThePubSubGoesSilent(t *testing.T) {
 	})
 }
 
-// handoff records, in order, what a waiter's Run does and sees.
+// handoff records, in order, what a waiter's Run does and sees: its
+// attempts, and the Release of the holder, which it makes right after the
+// first busy answer, before Run sees that answer.
 type handoff struct {
 	*redislease.Locker
-	mu     sync.Mutex
-	events []string
-	busy   chan struct{}
-	once   sync.Once
+	release    func(context.Context) error
+	releaseErr error
+	mu         sync.Mutex
+	events     []string
+	at         []time.Time
+	taken      bool          // every waiting attempt's place was in the Locker's line
+	retry      time.Duration // the waiter's retry interval
+	busy       chan struct{}
+	once       sync.Once
 }
 
 func (h *handoff) add(e string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.events = append(h.events, e)
+	h.at = append(h.at, time.Now())
 }
 
+// Acquire records an attempt, and releases the holder's lease after the
+// first busy answer.
 func (h *handoff) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (lease.Lease, error) {
-	return h.attempt(func() (lease.Lease, error) { return h.Locker.Acquire(ctx, name, owner, ttl) })
-}
-
-// attempt records an attempt to acquire, and a busy answer.
-func (h *handoff) attempt(acquire func() (lease.Lease, error)) (lease.Lease, error) {
 	h.add("acquire")
-	ls, err := acquire()
+	ls, err := h.Locker.Acquire(ctx, name, owner, ttl)
+	w := line.FromContext(ctx)
+	h.mu.Lock()
+	h.taken = h.taken && w != nil && w.Taken()
+	if w != nil {
+		h.retry = w.Retry
+	}
+	h.mu.Unlock()
 	if errors.Is(err, lease.ErrHeld) {
-		h.once.Do(func() { close(h.busy) })
+		h.once.Do(func() {
+			h.releaseErr = h.release(ctx)
+			h.add("released")
+			close(h.busy)
+		})
 	}
 	return ls, err
 }
 
-func (h *handoff) Watch(ctx context.Context, name string) (lease.Watch, error) {
-	inner, err := h.Locker.Watch(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	return h.logged(inner), nil
-}
-
-// WatchTurn wraps the Locker's WatchTurn, which Run waits with, to record
-// its wake-ups.
-func (h *handoff) WatchTurn(ctx context.Context, name string) (lease.Watch, error) {
-	inner, err := h.Locker.WatchTurn(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	return h.logged(inner), nil
-}
-
-// AcquireOrWait records the attempts Run makes while it waits for a turn,
-// as Acquire does.
-func (h *handoff) AcquireOrWait(ctx context.Context, name, owner string, ttl time.Duration) (lease.Lease, error) {
-	return h.attempt(func() (lease.Lease, error) { return h.Locker.AcquireOrWait(ctx, name, owner, ttl) })
-}
-
-// logged wraps inner to record its wake-ups.
-func (h *handoff) logged(inner lease.Watch) lease.Watch {
-	w := &loggedWatch{inner: inner, c: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(w.done)
-		for {
-			select {
-			case <-w.stop:
-				return
-			case <-inner.Changed():
-				h.add("woken")
-				select {
-				case w.c <- struct{}{}:
-				default:
-				}
-			}
-		}
-	}()
-	return w
-}
-
-type loggedWatch struct {
-	inner lease.Watch
-	c     chan struct{}
-	stop  chan struct{}
-	done  chan struct{}
-	once  sync.Once
-}
-
-func (w *loggedWatch) Changed() <-chan struct{} { return w.c }
-
-func (w *loggedWatch) Stop() {
-	w.once.Do(func() { close(w.stop) })
-	<-w.done
-	w.inner.Stop()
-}
-
 // TestRunWaitingHandsOverOnRelease: lease.Run with WithWait on Redis gets
 // a busy name after its holder releases it because the release woke it:
-// after the Release, the waiter's next Acquire (the one that wins) comes
-// after a wake-up, not after its fallback poll (every 2s) or the holder's
-// expiry (a minute away).
+// the Release comes right after a busy answer, while the waiter is in its
+// Locker's line, so that its fallback poll is a whole retry interval (2s)
+// away and the holder's expiry a minute; the waiter's next Acquire (the
+// one that wins) comes before either, which only a wake-up explains.
 func TestRunWaitingHandsOverOnRelease(t *testing.T) {
 	eachWatchServer(t, func(t *testing.T, addr, prefix string, newLocker func(string) *redislease.Locker) {
 		l := newLocker(addr)
-		h := &handoff{Locker: l, busy: make(chan struct{})}
 		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 		defer cancel()
 		held, err := l.Acquire(ctx, "jobs/h", "holder", time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
-		ran := make(chan error, 1)
-		go func() {
-			ran <- lease.Run(ctx, h, "jobs/h", time.Minute, func(context.Context) error {
-				h.add("entered")
-				return nil
-			}, lease.WithWait(time.Minute), lease.WithOwner("waiter"))
-		}()
-		select {
-		case <-h.busy:
-		case <-ctx.Done():
-			t.Fatal("the waiter never found the name busy")
-		}
-		h.add("released")
-		if err := l.Release(ctx, held); err != nil {
-			t.Fatal(err)
-		}
-		if err := <-ran; err != nil {
+		h := &handoff{Locker: l, taken: true, busy: make(chan struct{}), release: func(ctx context.Context) error {
+			return l.Release(context.WithoutCancel(ctx), held)
+		}}
+		err = lease.Run(ctx, h, "jobs/h", time.Minute, func(context.Context) error {
+			h.add("entered")
+			return nil
+		}, lease.WithWait(time.Minute), lease.WithOwner("waiter"))
+		if err != nil {
 			t.Fatalf("Run: %v", err)
 		}
+		select {
+		case <-h.busy:
+		default:
+			t.Fatal("the waiter never found the name busy")
+		}
+		if h.releaseErr != nil {
+			t.Fatalf("Release: %v", h.releaseErr)
+		}
 		h.mu.Lock()
-		events := slices.Clone(h.events)
+		events, at, taken, retry := slices.Clone(h.events), slices.Clone(h.at), h.taken, h.retry
 		h.mu.Unlock()
-		after := events[slices.Index(events, "released")+1:]
-		want := []string{"woken", "acquire", "entered"}
+		if !taken || retry <= 0 {
+			t.Fatalf("the waiter's attempts were not all in the Locker's line (retry %s)", retry)
+		}
+		r := slices.Index(events, "released")
+		after := events[r+1:]
+		want := []string{"acquire", "entered"}
 		if !slices.Equal(after, want) {
 			t.Fatalf("after the Release the waiter did %v, want %v (all: %v)", after, want, events)
+		}
+		if d := at[r+1].Sub(at[r]); d >= retry {
+			t.Fatalf("the waiter tried again %s after the Release, not before its retry (%s): it was not woken", d, retry)
 		}
 	})
 }
