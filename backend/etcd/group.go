@@ -9,7 +9,7 @@ import (
 )
 
 // groupMax bounds the Acquires that share one grant (see grants). The
-// Locker's turns to write (maxWrites) bound them too.
+// Locker's write slots (maxWrites) bound them too.
 const groupMax = 128
 
 // grants lets the Acquires of a burst share one LeaseGrant, as the

@@ -13,9 +13,10 @@ import (
 )
 
 // Locker keeps leases in etcd. It implements lease.Locker, lease.Lister,
-// lease.ForceReleaser, lease.BatchRenewer, lease.Waiter,
-// and lease.TurnWaiter (fair waiting included, as a policy over the
-// turn marks) and is safe for concurrent use. See the package documentation for the data model.
+// lease.ForceReleaser, lease.BatchRenewer and lease.Waiter, keeps the one
+// line of waiters per name that lease.Run's WithWait and WithFairWait
+// wait in (fairness is a policy over the same marks), and is safe for
+// concurrent use. See the package documentation for the data model.
 //
 // Its Close makes later calls fail with lease.ErrClosed, ends its
 // Watches and their stream, closes its keep-alive streams, revokes the spare etcd leases of its pool, waits for
@@ -60,9 +61,9 @@ type store struct {
 	busy busyNames
 	// reads coalesces the single-key reads of concurrent calls.
 	reads reader
-	// turns bounds the calls that grant etcd leases or write (a Renew
+	// writeSlots bounds the calls that grant etcd leases or write (a Renew
 	// that moves a tenure, pool refills) under way at once.
-	turns chan struct{}
+	writeSlots chan struct{}
 	// writes coalesces the owner-checked transactions of concurrent
 	// calls.
 	writes writer
@@ -126,7 +127,7 @@ func makeLocker(client *clientv3.Client, closeClient func() error, o options) *L
 		closeClient: closeClient,
 		prefix:      o.prefix,
 		ledger:      newLedger(),
-		turns:       make(chan struct{}, maxWrites),
+		writeSlots:  make(chan struct{}, maxWrites),
 		life:        life,
 		end:         end,
 	}
@@ -178,14 +179,14 @@ func ttlSeconds(ttl time.Duration) int64 {
 	return int64(math.Ceil(ttl.Seconds()))
 }
 
-// write waits (as long as ctx allows) for a turn to send raft writes,
-// and returns the function that ends the turn. A call takes one turn for
+// write waits (as long as ctx allows) for a write slot to send raft writes,
+// and returns the function that frees it. A call takes one slot for
 // all its writes (an Acquire's grant and transaction), so that a queue of
 // calls never leaves a granted lease waiting for its transaction.
 func (s *store) write(ctx context.Context) (done func(), err error) {
 	select {
-	case s.turns <- struct{}{}:
-		return func() { <-s.turns }, nil
+	case s.writeSlots <- struct{}{}:
+		return func() { <-s.writeSlots }, nil
 	case <-ctx.Done():
 		return nil, fmt.Errorf("%w (waiting for one of the %d writes under way to finish)", ctx.Err(), maxWrites)
 	}
