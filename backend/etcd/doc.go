@@ -415,11 +415,12 @@
 // from the new revision and wakes them once more: a spurious wake-up,
 // never a missed one.
 //
-// # Waiting for a turn: WatchTurn and AcquireOrWait
+// # Waiting in line: the store's WatchTurn and AcquireOrWait
 //
-// The Locker is a lease.TurnWaiter, so that a release wakes one waiting
-// Locker instead of every process that waits (lease.Run's WithWait uses
-// it). A waiting Locker's mark is a key
+// The Locker keeps a line of waiters per name (driver.TurnWatcher), so
+// that a release wakes one waiting Locker instead of every process that
+// waits (lease.Run's WithWait and WithFairWait wait in it). A waiting
+// Locker's mark is a key
 //
 //	<prefix>\xffw<name>\xff<waiter>\xff<seq>
 //

@@ -17,7 +17,7 @@ var (
 	_ driver.TurnWatcher = (*store)(nil)
 )
 
-// Turns (lease.TurnWaiter): one line of waiters per name, its marks (see
+// The line of waiters (driver.TurnWatcher): one line per name, its marks (see
 // "The line invariant" in the package documentation). A waiting Locker's
 // mark on a name is a key
 //
