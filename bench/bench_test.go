@@ -158,6 +158,9 @@ func TestFlags(t *testing.T) {
 		{[]string{"-redis", "redis://x", "-workers", "0"}, "-workers must be at least 1"},
 		{[]string{"-redis", "redis://x", "-ttl", "1s"}, "-ttl must be at least 2s"},
 		{[]string{"-redis", "redis://x", "extra"}, `unexpected argument "extra"`},
+		{[]string{"-redis", "redis://x", "-rtt-list", "fast"}, `-rtt-list: "fast"`},
+		{[]string{"-redis", "redis://x", "-rtt-list", "-1ms"}, `-rtt-list: "-1ms"`},
+		{[]string{"-redis", "redis://x", "-workers-list", "1,0"}, `-workers-list: "0"`},
 	} {
 		_, err := parseFlags(tc.args, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -174,6 +177,17 @@ func TestFlags(t *testing.T) {
 	}
 	if fmt.Sprint(cfg.modes) != fmt.Sprint(allModes) || fmt.Sprint(cfg.scaleN) != "[100 1000]" {
 		t.Errorf("modes %v, scale-n %v", cfg.modes, cfg.scaleN)
+	}
+	cfg, err = parseFlags([]string{"-redis", "redis://x", "-mode", "net", "-rtt-list", "loopback,proxy,0.5ms,2ms", "-workers-list", "1,8,64"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var links []string
+	for _, st := range cfg.netRTTs {
+		links = append(links, st.String())
+	}
+	if got := strings.Join(links, "; "); fmt.Sprint(cfg.modes) != "[net]" || got != "loopback; proxy, no delay; 0.5 ms RTT; 2 ms RTT" || fmt.Sprint(cfg.netWorkers) != "[1 8 64]" {
+		t.Errorf("modes %v, links %q, workers %v", cfg.modes, got, cfg.netWorkers)
 	}
 }
 

@@ -59,6 +59,10 @@ type connOpts struct {
 	leaseURL bool
 	// pool is the SQL pool's size, and the least Redis pool size.
 	pool int
+	// via maps a store's address (host:port) to the address to dial
+	// instead: the net mode's delaying proxies. It takes precedence over
+	// proxy.
+	via map[string]string
 }
 
 // storeConn is one connection to a store, shared by lease and its peers
@@ -171,11 +175,48 @@ func connect(ctx context.Context, t target, o connOpts) (c *storeConn, err error
 	case kindPostgres, kindMySQL:
 		err = c.connectSQL(ctx, t.addr, o)
 	case kindEtcd:
-		err = c.connectEtcd(ctx, t.addr)
+		err = c.connectEtcd(ctx, t.addr, o)
 	default:
 		err = fmt.Errorf("unknown store %q", t.kind)
 	}
 	return c, err
+}
+
+// dialAddr is the address to dial for the store at addr: o.via's
+// proxy, or a counting proxy of its own with o.proxy, or addr.
+func (c *storeConn) dialAddr(addr string, o connOpts) (string, error) {
+	if v, ok := o.via[addr]; ok {
+		return v, nil
+	}
+	if o.proxy {
+		return c.useProxy(addr)
+	}
+	return addr, nil
+}
+
+// targetAddrs are the host:port addresses t's flag names.
+func targetAddrs(t target) ([]string, error) {
+	switch t.kind {
+	case kindRedis:
+		opts, err := redis.ParseURL(t.addr)
+		if err != nil {
+			return nil, fmt.Errorf("bad -redis URL %s: %v", driver.Redact(t.addr), redactErr(err, t.addr))
+		}
+		return []string{opts.Addr}, nil
+	case kindPostgres, kindMySQL:
+		u, err := url.Parse(t.addr)
+		if err != nil {
+			return nil, fmt.Errorf("bad URL %s", driver.Redact(t.addr))
+		}
+		return []string{sqlAddr(t.kind, u)}, nil
+	case kindEtcd:
+		eps := etcdEndpoints(t.addr)
+		if len(eps) == 0 {
+			return nil, errors.New("-etcd names no endpoint (want host:port[,host:port])")
+		}
+		return eps, nil
+	}
+	return nil, fmt.Errorf("unknown store %q", t.kind)
 }
 
 // useProxy starts a counting proxy to addr and returns the address to dial.
@@ -194,11 +235,9 @@ func (c *storeConn) connectRedis(ctx context.Context, raw string, o connOpts) er
 	if err != nil {
 		return fmt.Errorf("bad -redis URL %s: %v", driver.Redact(raw), redactErr(err, raw))
 	}
-	dial := opts.Addr
-	if o.proxy {
-		if dial, err = c.useProxy(opts.Addr); err != nil {
-			return err
-		}
+	dial, err := c.dialAddr(opts.Addr, o)
+	if err != nil {
+		return err
 	}
 	opts.Addr = dial
 	// Calls end at their context's deadline, as redislease.Open's do.
@@ -264,19 +303,9 @@ func (c *storeConn) connectSQL(ctx context.Context, raw string, o connOpts) erro
 	if err != nil {
 		return fmt.Errorf("bad URL %s", driver.Redact(raw))
 	}
-	addr := u.Host
-	if _, _, err := net.SplitHostPort(addr); err != nil {
-		port := "5432"
-		if c.kind == kindMySQL {
-			port = "3306"
-		}
-		addr = net.JoinHostPort(strings.Trim(cmpOr(addr, "127.0.0.1"), "[]"), port)
-	}
-	dial := addr
-	if o.proxy {
-		if dial, err = c.useProxy(addr); err != nil {
-			return err
-		}
+	dial, err := c.dialAddr(sqlAddr(c.kind, u), o)
+	if err != nil {
+		return err
 	}
 	if c.db, err = openDB(c.kind, u, dial); err != nil {
 		return err
@@ -348,6 +377,20 @@ func (c *storeConn) connectSQL(ctx context.Context, raw string, o connOpts) erro
 	return nil
 }
 
+// sqlAddr is the host:port of a postgres:// or mysql:// URL, with the
+// default port.
+func sqlAddr(kind string, u *url.URL) string {
+	addr := u.Host
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		port := "5432"
+		if kind == kindMySQL {
+			port = "3306"
+		}
+		addr = net.JoinHostPort(strings.Trim(cmpOr(addr, "127.0.0.1"), "[]"), port)
+	}
+	return addr
+}
+
 // openDB opens a database/sql pool on u (a postgres:// or mysql:// URL)
 // dialling addr, the way the lease backends' URL openers do: pgx's
 // stdlib driver, or go-sql-driver with interpolated parameters. Query
@@ -385,7 +428,8 @@ func openDB(kind string, u *url.URL, addr string) (*sql.DB, error) {
 	return sql.OpenDB(conn), nil
 }
 
-func (c *storeConn) connectEtcd(ctx context.Context, raw string) error {
+// etcdEndpoints are the endpoints of an -etcd flag.
+func etcdEndpoints(raw string) []string {
 	var eps []string
 	raw = strings.TrimPrefix(raw, "etcd://")
 	for _, ep := range strings.Split(raw, ",") {
@@ -394,8 +438,20 @@ func (c *storeConn) connectEtcd(ctx context.Context, raw string) error {
 			eps = append(eps, ep)
 		}
 	}
+	return eps
+}
+
+func (c *storeConn) connectEtcd(ctx context.Context, raw string, o connOpts) error {
+	eps := etcdEndpoints(raw)
 	if len(eps) == 0 {
 		return errors.New("-etcd names no endpoint (want host:port[,host:port])")
+	}
+	for i, ep := range eps {
+		// Only the net mode's proxies: etcd's RPCs are counted by an
+		// interceptor, not a counting proxy.
+		if v, ok := o.via[ep]; ok {
+			eps[i] = v
+		}
 	}
 	c.rpcs = new(atomic.Int64)
 	n := c.rpcs

@@ -212,39 +212,46 @@ func procCPU(names []string) (time.Duration, error) {
 	if err != nil || len(stats) == 0 {
 		return 0, fmt.Errorf("no /proc to read")
 	}
-	var ticks int64
+	var total time.Duration
 	found := false
 	for _, p := range stats {
-		b, err := os.ReadFile(p)
-		if err != nil {
+		comm, d, err := statCPU(p)
+		if err != nil || !slices.Contains(names, comm) {
 			continue
 		}
-		s := string(b)
-		open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
-		if open < 0 || end < open {
-			continue
-		}
-		comm := s[open+1 : end]
-		if !slices.Contains(names, comm) {
-			continue
-		}
-		f := strings.Fields(s[end+1:])
-		// After the command: state, ppid, ... utime is field 14 of the
-		// whole line, the 12th after the command.
-		if len(f) < 13 {
-			continue
-		}
-		u, err1 := strconv.ParseInt(f[11], 10, 64)
-		st, err2 := strconv.ParseInt(f[12], 10, 64)
-		if err1 != nil || err2 != nil {
-			continue
-		}
-		ticks += u + st
+		total += d
 		found = true
 	}
 	if !found {
 		return 0, fmt.Errorf("no process named %v", names)
 	}
+	return total, nil
+}
+
+// statCPU reads a /proc/<pid>/stat file: the process's command name and
+// its user and system time.
+func statCPU(path string) (comm string, cpu time.Duration, err error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", 0, err
+	}
+	s := string(b)
+	open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+	if open < 0 || end < open {
+		return "", 0, fmt.Errorf("%s: no command name", path)
+	}
+	comm = s[open+1 : end]
+	f := strings.Fields(s[end+1:])
+	// After the command: state, ppid, ... utime is field 14 of the
+	// whole line, the 12th after the command.
+	if len(f) < 13 {
+		return comm, 0, fmt.Errorf("%s: too few fields", path)
+	}
+	u, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err := cmpErr(err1, err2); err != nil {
+		return comm, 0, fmt.Errorf("%s: %w", path, err)
+	}
 	// The kernel's USER_HZ is 100 on every Linux this runs on.
-	return time.Duration(ticks) * (time.Second / 100), nil
+	return comm, time.Duration(u+st) * (time.Second / 100), nil
 }

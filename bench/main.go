@@ -17,6 +17,10 @@ import (
 // modes in the order "all" runs them.
 var allModes = []string{"cycle", "renew", "busy", "contention", "rtt", "scale", "handoff"}
 
+// extraModes are modes that "all" leaves out: net repeats cycle, renew
+// and busy over emulated links and takes long.
+var extraModes = []string{"net"}
+
 // config is the command line.
 type config struct {
 	targets  []target
@@ -45,9 +49,16 @@ type config struct {
 	waiters     int
 	handoffHold time.Duration
 	waitLimit   time.Duration
+
+	netRTTs    []netSetting
+	netWorkers []int
+	allPeers   bool
 }
 
 func main() {
+	if code, ok := proxyChild(); ok {
+		os.Exit(code)
+	}
 	cfg, err := parseFlags(os.Args[1:], os.Stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return
@@ -91,6 +102,12 @@ separated, or all):
               memory per lease, round trips per renewal sweep
   handoff     -waiters waiters on one name; latency from the holder's release to
               the next holder's start, and store operations per handoff
+  net         (not in all) cycle, renew and busy at each of -workers-list over
+              each link of -rtt-list: the stores behind a TCP proxy (in a child
+              process) that delays every byte by half the round trip each way;
+              prints the measured round trip, the proxy's CPU and a table of
+              ratios per store and link. For a short run:
+              -mode net -workers-list 1,8 -rtt-list 0.5ms -time 1s -rounds 3
 
 Peers: bsm/redislock, go-redsync/redsync v4 (one pool), a raw Redis floor
 (SET NX PX + owner-checked scripts), a SQL row floor (one upsert + one fenced
@@ -109,12 +126,12 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		fs.PrintDefaults()
 	}
 	var cfg config
-	var redisURL, pgURL, myURL, etcdEPs, modes, scaleN string
+	var redisURL, pgURL, myURL, etcdEPs, modes, scaleN, rttList, workersList string
 	fs.StringVar(&redisURL, "redis", "", "Redis `URL`, e.g. redis://127.0.0.1:6379/0")
 	fs.StringVar(&pgURL, "postgres", "", "PostgreSQL `URL`; query parameters go to pgx (e.g. sslmode=disable, synchronous_commit=off for both sides)")
 	fs.StringVar(&myURL, "mysql", "", "MySQL or MariaDB `URL`, e.g. mysql://root@127.0.0.1:3306/test")
 	fs.StringVar(&etcdEPs, "etcd", "", "etcd `endpoints`, host:port[,host:port]")
-	fs.StringVar(&modes, "mode", "cycle,renew,busy", "`modes` to run, comma separated: "+strings.Join(allModes, ",")+" or all")
+	fs.StringVar(&modes, "mode", "cycle,renew,busy", "`modes` to run, comma separated: "+strings.Join(allModes, ",")+" or all, and "+strings.Join(extraModes, ","))
 	fs.BoolVar(&cfg.markdown, "markdown", false, "print markdown tables (for the README)")
 	fs.BoolVar(&cfg.quiet, "q", false, "print no progress to stderr")
 	fs.IntVar(&cfg.workers, "workers", 8, "concurrent workers for cycle, renew and busy, each on its own name")
@@ -133,6 +150,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&cfg.waiters, "waiters", 10, "waiters on the one name in handoff")
 	fs.DurationVar(&cfg.handoffHold, "handoff-hold", 5*time.Millisecond, "how long each holder in handoff holds before releasing")
 	fs.DurationVar(&cfg.waitLimit, "wait", 60*time.Second, "how long a waiter in handoff waits at most")
+	fs.StringVar(&rttList, "rtt-list", "loopback,0.5ms,2ms", "net: the links, comma separated: loopback (no proxy), proxy (the proxy, no delay) or a round-trip time the proxy adds")
+	fs.StringVar(&workersList, "workers-list", "1,8,64", "net: the worker counts, comma separated")
+	fs.BoolVar(&cfg.allPeers, "all-peers", false, "net: measure every peer, not only the one the summary compares with")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -159,10 +179,10 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		switch {
 		case m == "all":
 			cfg.modes = append(cfg.modes, allModes...)
-		case slices.Contains(allModes, m):
+		case slices.Contains(allModes, m), slices.Contains(extraModes, m):
 			cfg.modes = append(cfg.modes, m)
 		case m != "":
-			return cfg, fmt.Errorf("unknown mode %q (want %s or all)", m, strings.Join(allModes, ", "))
+			return cfg, fmt.Errorf("unknown mode %q (want %s, all or %s)", m, strings.Join(allModes, ", "), strings.Join(extraModes, ", "))
 		}
 	}
 	var uniq []string
@@ -181,6 +201,13 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 			return cfg, fmt.Errorf("-scale-n: %q is not a positive number", s)
 		}
 		cfg.scaleN = append(cfg.scaleN, n)
+	}
+	var err error
+	if cfg.netRTTs, err = parseRTTList(rttList); err != nil {
+		return cfg, err
+	}
+	if cfg.netWorkers, err = parseCounts("-workers-list", workersList); err != nil {
+		return cfg, err
 	}
 	for name, v := range map[string]int{"-workers": cfg.workers, "-rounds": cfg.rounds, "-contenders": cfg.contenders, "-rtt-reps": cfg.rttReps, "-batch": cfg.batch, "-waiters": cfg.waiters, "-scale-pool": cfg.scalePool} {
 		if v < 1 {
@@ -220,6 +247,9 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		progress("mode " + mode)
 		var t *table
 		switch mode {
+		case "net":
+			r.tables = append(r.tables, runNet(ctx, cfg, versions, progress)...)
+			continue
 		case "cycle", "renew", "busy":
 			t = runOps(ctx, cfg, mode, versions, progress)
 		case "contention":

@@ -7,6 +7,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // proxy is a TCP proxy on a free loopback port that forwards every
@@ -17,12 +18,16 @@ import (
 // PostgreSQL, MySQL) that is the number of round trips the client waited
 // for; requests pipelined without waiting count once.
 //
+// With a delay (startDelayProxy) it also holds every byte for that long
+// in each direction (see delayPipe): the net mode's emulated link.
+//
 // It is a small copy of the idea behind the main module's
 // internal/faultproxy (which another module cannot import), without the
 // faults.
 type proxy struct {
 	ln     net.Listener
 	target string
+	delay  time.Duration // one way; 0 forwards at once
 	turns  atomic.Int64
 
 	mu     sync.Mutex
@@ -32,12 +37,16 @@ type proxy struct {
 }
 
 // startProxy listens on 127.0.0.1:0 and forwards to target (host:port).
-func startProxy(target string) (*proxy, error) {
+func startProxy(target string) (*proxy, error) { return startDelayProxy(target, 0) }
+
+// startDelayProxy is startProxy with every byte held for oneWay in each
+// direction: a round trip through it takes 2×oneWay more than without.
+func startDelayProxy(target string, oneWay time.Duration) (*proxy, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	p := &proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	p := &proxy{ln: ln, target: target, delay: max(oneWay, 0), conns: map[net.Conn]struct{}{}}
 	p.wg.Add(1)
 	go p.accept()
 	return p, nil
@@ -121,44 +130,57 @@ func (p *proxy) serve(client net.Conn) {
 	// last did (and at the start): the client's next bytes start a turn.
 	var serverSpoke atomic.Bool
 	serverSpoke.Store(true)
-	done := make(chan struct{}, 2)
+	copyFn := pipe
+	if p.delay > 0 {
+		copyFn = func(dst, src net.Conn, chunk func()) bool { return delayPipe(dst, src, p.delay, chunk) }
+	}
+	done := make(chan bool, 2)
 	go func() {
-		pipe(server, client, func() {
+		done <- copyFn(server, client, func() {
 			if serverSpoke.Swap(false) {
 				p.turns.Add(1)
 			}
 		})
-		done <- struct{}{}
 	}()
 	go func() {
-		pipe(client, server, func() { serverSpoke.Store(true) })
-		done <- struct{}{}
+		done <- copyFn(client, server, func() { serverSpoke.Store(true) })
 	}()
-	// When either side ends, end both.
-	<-done
-	_ = client.Close()
-	_ = server.Close()
+	// A side that ends cleanly (EOF, passed on as a half-close) leaves
+	// the other direction running until it ends too: replies still on
+	// their way (held by a delay) are delivered. A failure ends both.
+	if !<-done {
+		_ = client.Close()
+		_ = server.Close()
+	}
 	<-done
 }
 
-// pipe copies src to dst, calling chunk before each chunk is written.
-func pipe(dst, src net.Conn, chunk func()) {
+// pipe copies src to dst, calling chunk before each chunk is written. It
+// reports whether src ended cleanly (EOF, passed on to dst as a
+// half-close) rather than with an error on either side.
+func pipe(dst, src net.Conn, chunk func()) bool {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
 			chunk()
 			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
+				return false
 			}
 		}
 		if err != nil {
 			if errors.Is(err, io.EOF) {
-				if tc, ok := dst.(*net.TCPConn); ok {
-					_ = tc.CloseWrite()
-				}
+				closeWrite(dst)
+				return true
 			}
-			return
+			return false
 		}
+	}
+}
+
+// closeWrite passes an EOF on: it half-closes c's sending side.
+func closeWrite(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.CloseWrite()
 	}
 }
