@@ -16,6 +16,7 @@ import (
 	"github.com/leasekit/lease/conformance"
 	"github.com/leasekit/lease/driver"
 	"github.com/leasekit/lease/internal/line"
+	"github.com/leasekit/lease/internal/testenv"
 )
 
 // Each broken backend breaks one promise; the case named for that promise
@@ -78,6 +79,7 @@ func toyHarness(mode string) conformance.Harness {
 }
 
 func TestSuiteCatchesBrokenBackends(t *testing.T) {
+	testenv.Slow(t)
 	for mode, want := range brokenModes {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
@@ -113,6 +115,7 @@ func TestToyBackendPasses(t *testing.T) {
 // TestCheckReportsEveryCase runs the suite outside the testing package's
 // runner, as "lease check" does, and expects one result per case.
 func TestCheckReportsEveryCase(t *testing.T) {
+	testenv.Slow(t)
 	results := conformance.Check(t.Context(), toyHarness(""))
 	if len(results) != len(conformance.Cases()) {
 		t.Fatalf("Check returned %d results for %d cases", len(results), len(conformance.Cases()))
@@ -584,6 +587,7 @@ func (l *toy) Close() error {
 // the case that found it (and of the shared helper that checked, if any),
 // never only the runner's.
 func TestFailureSaysWhere(t *testing.T) {
+	testenv.Slow(t)
 	t.Parallel()
 	modes := []string{"two-holders", "turn-wakes-all", "renew-extends-owner"}
 	byMode := make([][]conformance.Result, len(modes))

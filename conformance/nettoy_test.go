@@ -16,6 +16,7 @@ import (
 	"github.com/leasekit/lease/conformance"
 	"github.com/leasekit/lease/driver"
 	"github.com/leasekit/lease/internal/faultproxy"
+	"github.com/leasekit/lease/internal/testenv"
 )
 
 // A store reached over TCP, so that the suite's fault cases have a network
@@ -227,6 +228,7 @@ func (l lateDeadline) Renew(ctx context.Context, held lease.Lease, ttl time.Dura
 }
 
 func TestFaultCasesPassAStoreThatKeepsThePromises(t *testing.T) {
+	testenv.Slow(t)
 	results := faultResults(t, "")
 	if len(results) == 0 {
 		t.Fatal("no fault cases ran")
@@ -239,6 +241,7 @@ func TestFaultCasesPassAStoreThatKeepsThePromises(t *testing.T) {
 }
 
 func TestFaultCasesCatchBrokenClients(t *testing.T) {
+	testenv.Slow(t)
 	for mode, want := range map[string]string{
 		"ignores-context": "every call on a store that stops answering returns by its context's deadline",
 		"blind-resend":    "a Release whose reply is lost is not reported as lost",
@@ -262,6 +265,7 @@ func TestFaultCasesCatchBrokenClients(t *testing.T) {
 // TestNetToyPasses runs the whole suite, fault cases included, against the
 // TCP toy that keeps every promise.
 func TestNetToyPasses(t *testing.T) {
+	testenv.Slow(t)
 	conformance.Run(t, netHarness(t, ""))
 }
 
@@ -271,6 +275,7 @@ func TestNetToyPasses(t *testing.T) {
 // may fail it. A case whose timing the delay breaks says it could not
 // test, with the timings.
 func TestSuitePassesASlowedStore(t *testing.T) {
+	testenv.Slow(t)
 	if testing.Short() {
 		t.Skip("runs the whole suite through a slow link")
 	}

@@ -20,12 +20,14 @@ import (
 	"github.com/leasekit/lease/backend/memory"
 	"github.com/leasekit/lease/conformance"
 	"github.com/leasekit/lease/internal/line"
+	"github.com/leasekit/lease/internal/testenv"
 	"github.com/leasekit/lease/otellease"
 )
 
 // A wrapped Locker keeps every promise of the conformance suite: the
 // wrapper changes no behaviour. The suite runs lease.Run over it too.
 func TestConformance(t *testing.T) {
+	testenv.Slow(t)
 	for _, c := range []struct {
 		name         string
 		manual, noop bool

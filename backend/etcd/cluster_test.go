@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/internal/testenv"
 	"github.com/leasekit/lease/internal/testserver"
 )
 
@@ -22,6 +23,7 @@ import (
 // name was held, and the Lockers go on acquiring after each event; the
 // test logs how long each event stopped the grants.
 func TestClusterFailuresDuringContention(t *testing.T) {
+	testenv.Slow(t)
 	e := testserver.StartEtcd(t, &testserver.EtcdOptions{Members: 3})
 	type hold struct {
 		token      uint64

@@ -9,6 +9,7 @@ import (
 
 	"github.com/leasekit/lease"
 	"github.com/leasekit/lease/conformance"
+	"github.com/leasekit/lease/internal/testenv"
 )
 
 // expiryLag is how long after its TTL an etcd lease may still hold its
@@ -37,6 +38,7 @@ const expiryLag = 750 * time.Millisecond
 // request was applied; TestReleaseWhoseReplyIsLostIsNotErrLost loses
 // exactly that reply.
 func TestConformance(t *testing.T) {
+	testenv.Slow(t)
 	ttl := shortestTTL(t, testEndpoints)
 	query := "?prefix=" + url.QueryEscape(randomPrefix())
 	open := func(t testing.TB, endpoints string) lease.Locker {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/internal/testenv"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -110,6 +111,7 @@ func TestUnansweredGroupIsNeverRevoked(t *testing.T) {
 // tenures), the group's lease must not be revoked: B's holder still
 // trusts its Deadline.
 func TestForgottenGroupIsNeverRevoked(t *testing.T) {
+	testenv.Slow(t)
 	ctx := context.Background()
 	a, w := newLocker(t)
 	b := mustNew(t, newClient(t, testEndpoints, nil), WithPrefix(a.Prefix()))

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/leasekit/lease/internal/testenv"
 )
 
 // TestExpiryLag measures how long after its TTL etcd deletes an expired
@@ -12,6 +14,7 @@ import (
 // (expiryLag). It only fails if a tenure never ends; run it with -v to
 // see the numbers.
 func TestExpiryLag(t *testing.T) {
+	testenv.Slow(t)
 	l, _ := newLocker(t)
 	const samples = 8
 	lags := make([]time.Duration, samples)

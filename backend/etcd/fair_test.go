@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/leasekit/lease/driver"
+	"github.com/leasekit/lease/internal/testenv"
 )
 
 // Fair waiting is a policy over the turn marks (driver.Mark.Fair): these
@@ -136,6 +137,7 @@ func TestFairRemainingIsTheFirstMarksTime(t *testing.T) {
 // its etcd lease when it stops asking, and the waiter behind then gets
 // the free name.
 func TestFairLapsedMarkHoldsNoOneUp(t *testing.T) {
+	testenv.Slow(t)
 	ls, _ := turnLockers(t, 3)
 	holder, a, b := ls[0], ls[1], ls[2]
 	ctx := t.Context()

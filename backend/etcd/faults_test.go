@@ -9,6 +9,7 @@ import (
 
 	"github.com/leasekit/lease"
 	"github.com/leasekit/lease/internal/faultproxy"
+	"github.com/leasekit/lease/internal/testenv"
 	"go.uber.org/goleak"
 )
 
@@ -95,6 +96,7 @@ func closedPort(t testing.TB) string {
 // a user and password, the client's authentication is bounded by the
 // context too.
 func TestOpenFailsByItsDeadline(t *testing.T) {
+	testenv.Slow(t)
 	noLeaks(t)
 	for _, c := range unanswering(t) {
 		for _, u := range []string{"etcd://" + c.addr, "etcd://user:secret@" + c.addr} {
@@ -143,6 +145,7 @@ func TestOpenWaitsAtMostTheDialTimeout(t *testing.T) {
 // never answers, every call returns by its context's deadline with an
 // error matching context.DeadlineExceeded, never a lease outcome.
 func TestEveryCallReturnsByItsDeadline(t *testing.T) {
+	testenv.Slow(t)
 	for _, c := range unanswering(t) {
 		l := mustNew(t, newClient(t, []string{c.addr}, nil), WithPrefix(randomPrefix()))
 		for _, call := range calls {

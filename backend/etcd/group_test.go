@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/internal/testenv"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -163,6 +164,7 @@ func TestBurstSharesAGrant(t *testing.T) {
 // their own, are held past it; a Release or a ForceRelease of one ends
 // only that one.
 func TestGroupTenureNotRenewedExpires(t *testing.T) {
+	testenv.Slow(t)
 	ctx := context.Background()
 	l, w := newLocker(t)
 	other := mustNew(t, newClient(t, testEndpoints, nil), WithPrefix(l.Prefix()))
@@ -285,6 +287,7 @@ func TestGroupKeptAliveOnlyWhole(t *testing.T) {
 // (Without the renewer's jitter keyed on Expires, the groups split at the
 // first sweep, and every tenure moves onto a lease of its own.)
 func TestRenewerKeepsGroupsTogether(t *testing.T) {
+	testenv.Slow(t)
 	l, w := newLocker(t)
 	const n, ttl = 30, 1500 * time.Millisecond
 	ctx, cancel := context.WithCancel(context.Background())
@@ -354,6 +357,7 @@ func TestRenewerKeepsGroupsTogether(t *testing.T) {
 // first renewal, and the tenures whose reply was lost expire with the
 // group's lease, at their own ttl.
 func TestGroupWithALostReplyIsNeverKeptAlive(t *testing.T) {
+	testenv.Slow(t)
 	ctx := context.Background()
 	l, w := newLocker(t)
 	other := mustNew(t, newClient(t, testEndpoints, nil), WithPrefix(l.Prefix()))

@@ -10,6 +10,7 @@ import (
 
 	"github.com/leasekit/lease"
 	"github.com/leasekit/lease/internal/etcdtest"
+	"github.com/leasekit/lease/internal/testenv"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -318,6 +319,7 @@ func TestBusyAcquireWritesNothing(t *testing.T) {
 // was granted refreshes its etcd lease, so the tenure outlives its first
 // ttl, without a new etcd lease.
 func TestRenewByKeepAliveExtendsTheTenure(t *testing.T) {
+	testenv.Slow(t)
 	ctx := context.Background()
 	l, w := newLocker(t)
 	name := uniqueName("keep-alive")

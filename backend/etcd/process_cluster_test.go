@@ -22,6 +22,7 @@ import (
 	"github.com/leasekit/lease"
 	"github.com/leasekit/lease/internal/etcdtest"
 	"github.com/leasekit/lease/internal/syncbuf"
+	"github.com/leasekit/lease/internal/testenv"
 	"github.com/leasekit/lease/internal/testserver"
 )
 
@@ -92,6 +93,7 @@ func (tn tenure) stopped() time.Time {
 // how long each such holder took to notice, and when the next holder was
 // granted the name.
 func TestClusterProcessContention(t *testing.T) {
+	testenv.Slow(t)
 	if os.Getenv(contenderEnv) != "" {
 		t.Skip("running as a contender process")
 	}

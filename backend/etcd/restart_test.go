@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/internal/testenv"
 	"github.com/leasekit/lease/internal/testserver"
 )
 
@@ -153,6 +154,7 @@ func waitFree(t *testing.T, l *Locker, name string, limit time.Time) time.Time {
 // TestRestartKeepsTenures kills the only member of a cluster while
 // tenures are held, and starts it again on the same data directory.
 func TestRestartKeepsTenures(t *testing.T) {
+	testenv.Slow(t)
 	e := testserver.StartEtcd(t, nil)
 	holdThrough(t, e.Endpoints(), "the restart", func(l *Locker, idle lease.Lease, ttl time.Duration) {
 		e.Member(0).Kill()
@@ -166,6 +168,7 @@ func TestRestartKeepsTenures(t *testing.T) {
 // every lease's TTL; a holder renews through the election. (The killed
 // member stays down: the test's cleanup stops the others.)
 func TestLeaderKillKeepsTenures(t *testing.T) {
+	testenv.Slow(t)
 	e := testserver.StartEtcd(t, &testserver.EtcdOptions{Members: 3})
 	holdThrough(t, e.Endpoints(), "the election", func(*Locker, lease.Lease, time.Duration) {
 		old := e.KillLeader()

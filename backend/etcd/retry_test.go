@@ -8,6 +8,7 @@ import (
 
 	"github.com/leasekit/lease"
 	"github.com/leasekit/lease/internal/faultproxy"
+	"github.com/leasekit/lease/internal/testenv"
 )
 
 // TestReleaseRetryAfterLostReplyCannotDeleteNextTenure is etcd issue
@@ -204,6 +205,7 @@ func TestReleaseWhoseReplyIsLostIsNotErrLost(t *testing.T) {
 // tenure's Deadline: another owner could take the name while its holder
 // still trusted it.
 func TestLateAcquireCannotShortenALaterTenure(t *testing.T) {
+	testenv.Slow(t)
 	ctx := context.Background()
 	l, w := newLocker(t)
 	other := mustNew(t, newClient(t, testEndpoints, nil), WithPrefix(l.Prefix()))
@@ -264,6 +266,7 @@ func afterLateWrite(t *testing.T, deliver func(context.Context) error, other *Lo
 // tenure back onto a lease kept alive only when the late move was sent,
 // which ends before the Deadline the later Renew gave the holder.
 func TestLateMoveCannotShortenALaterTenure(t *testing.T) {
+	testenv.Slow(t)
 	ctx := context.Background()
 	l, w := newLocker(t)
 	other := mustNew(t, newClient(t, testEndpoints, nil), WithPrefix(l.Prefix()))
@@ -350,6 +353,7 @@ func TestLateReleaseCannotEndAReenteredTenure(t *testing.T) {
 // the failed move must settle it: move the tenure onto a fresh lease,
 // which no move sent before can name.
 func TestLateMoveAfterRenewalsWithTheOldTTL(t *testing.T) {
+	testenv.Slow(t)
 	// Renewals one at a time, and through RenewBatch, as lease.Run's
 	// renewer sends them.
 	for _, batch := range []bool{false, true} {

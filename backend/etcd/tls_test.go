@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/internal/testenv"
 )
 
 // testCA is a certificate authority made for one test.
@@ -135,6 +136,7 @@ func tlsFront(t *testing.T, ca *testCA, behind string) string {
 // certificate, or trusting another CA, Open fails, and never with
 // ErrInvalid (the URL was fine, the handshake was not).
 func TestOpenTLS(t *testing.T) {
+	testenv.Slow(t)
 	ca := newCA(t)
 	front := tlsFront(t, ca, strings.TrimPrefix(strings.TrimPrefix(testEndpoints[0], "http://"), "https://"))
 	certPEM, keyPEM := ca.issue(t, false)

@@ -12,6 +12,7 @@ import (
 	"github.com/leasekit/lease/driver"
 	"github.com/leasekit/lease/internal/faultproxy"
 	"github.com/leasekit/lease/internal/linetest"
+	"github.com/leasekit/lease/internal/testenv"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -107,6 +108,7 @@ const markLife = 5 * time.Second
 // plain Watch wakes every time; the Locker that takes its turn loses its
 // mark, so the next release wakes the next one.
 func TestTurnWakesOnlyTheOldestMark(t *testing.T) {
+	testenv.Slow(t)
 	ls, _ := turnLockers(t, 4)
 	holder, a, b, c := ls[0], ls[1], ls[2], ls[3]
 	ctx := t.Context()
@@ -270,6 +272,7 @@ func (w *wire) count(m string, method string) int {
 // etcd lease, by etcd's clock, and a release then wakes the Locker whose
 // newer mark lives.
 func TestLapsedMarkIsSkipped(t *testing.T) {
+	testenv.Slow(t)
 	ls, _ := turnLockers(t, 3)
 	holder, a, b := ls[0], ls[1], ls[2]
 	ctx := t.Context()
@@ -404,6 +407,7 @@ func TestTurnWatchWakesAfterADroppedConnection(t *testing.T) {
 // StopWaiting) or marks that end with their etcd lease (a Locker that
 // closed), and no key under the prefix lacks an etcd lease.
 func TestMarksLeaveNothingBehind(t *testing.T) {
+	testenv.Slow(t)
 	ls, _ := turnLockers(t, 3)
 	holder, a, b := ls[0], ls[1], ls[2]
 	ctx := t.Context()
@@ -634,6 +638,7 @@ func TestTurnChoiceIsOneDecision(t *testing.T) {
 // first, or while the name is held, wakes no one. A Locker that forgot
 // its mark passes the turn on too.
 func TestStopWaitingPassesTheTurn(t *testing.T) {
+	testenv.Slow(t)
 	ls, _ := turnLockers(t, 4)
 	holder, a, b, c := ls[0], ls[1], ls[2], ls[3]
 	ctx := t.Context()

@@ -11,6 +11,7 @@ import (
 	"github.com/leasekit/lease"
 	"github.com/leasekit/lease/driver"
 	"github.com/leasekit/lease/internal/etcdtest"
+	"github.com/leasekit/lease/internal/testenv"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/goleak"
 )
@@ -118,6 +119,7 @@ func TestWatchIgnoresRenewals(t *testing.T) {
 // has lingered long enough (lingerTime; shortened here), and the watch
 // stream's once no watch is left; Close ends them at once.
 func TestWatchStopLeavesNoGoroutine(t *testing.T) {
+	testenv.Slow(t)
 	l, _ := newLocker(t)
 	l.s.watches.linger = 2 * time.Second
 	ctx := t.Context()

@@ -14,6 +14,7 @@ import (
 
 	"github.com/leasekit/lease"
 	redislease "github.com/leasekit/lease/backend/redis"
+	"github.com/leasekit/lease/internal/testenv"
 )
 
 // scriptTrips counts the round trips that run scripts: pipelines, and
@@ -259,6 +260,7 @@ func TestRenewBatchAfterScriptFlush(t *testing.T) {
 // TestRenewBatchOnDownStoreIsAnError: a store that cannot be reached is a
 // store error for every request, never ErrLost.
 func TestRenewBatchOnDownStoreIsAnError(t *testing.T) {
+	testenv.Slow(t)
 	mr, client, _ := newMiniredis(t)
 	l := mustNew(t, client)
 	ctx := context.Background()

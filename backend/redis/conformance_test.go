@@ -11,6 +11,7 @@ import (
 	"github.com/leasekit/lease"
 	redislease "github.com/leasekit/lease/backend/redis"
 	"github.com/leasekit/lease/conformance"
+	"github.com/leasekit/lease/internal/testenv"
 )
 
 // TestConformanceMiniredisManualClock runs the suite on miniredis with a
@@ -23,6 +24,7 @@ import (
 // disagree by tens of milliseconds. The real server checks wall-clock
 // behaviour instead (TestConformanceRedis).
 func TestConformanceMiniredisManualClock(t *testing.T) {
+	testenv.Slow(t)
 	_, client, advance := newMiniredis(t)
 	conformance.Run(t, conformance.Harness{
 		New:     func(tb testing.TB) lease.Locker { return mustNew(tb, client) },
@@ -56,6 +58,7 @@ func TestConformanceRedis(t *testing.T) {
 // so every script's keys go through Cluster slot routing and List takes
 // its per-master path.
 func TestConformanceMiniredisCluster(t *testing.T) {
+	testenv.Slow(t)
 	mr, _, advance := newMiniredis(t)
 	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{mr.Addr()}})
 	t.Cleanup(func() { _ = client.Close() })
@@ -70,6 +73,7 @@ func TestConformanceMiniredisCluster(t *testing.T) {
 // two miniredis shards with one manual clock, then checks that List visits
 // both shards.
 func TestConformanceMiniredisRing(t *testing.T) {
+	testenv.Slow(t)
 	mr1, _, advance1 := newMiniredis(t)
 	mr2, _, advance2 := newMiniredis(t)
 	client := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": mr1.Addr(), "b": mr2.Addr()}})

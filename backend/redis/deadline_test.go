@@ -13,6 +13,7 @@ import (
 
 	"github.com/leasekit/lease"
 	redislease "github.com/leasekit/lease/backend/redis"
+	"github.com/leasekit/lease/internal/testenv"
 )
 
 // faultServer is a server the fault tests run through a proxy: a fresh
@@ -154,6 +155,7 @@ func checkEveryCallReturnsByDeadline(t *testing.T, l *redislease.Locker, p *faul
 // context's deadline, not by go-redis's read timeout. So must Open itself
 // on a store that accepts connections and never answers (defect 8).
 func TestOpenedLockerReturnsByDeadline(t *testing.T) {
+	testenv.Slow(t)
 	faultServers(t, func(t *testing.T, s faultServer) {
 		p := startProxy(t, s.addr)
 		l, err := redislease.Open(context.Background(), s.urlVia(p.Addr()))
@@ -197,6 +199,7 @@ func TestOpenOnSilentServerReturnsByDeadline(t *testing.T) {
 // promises: a user's client with ContextTimeoutEnabled returns by the
 // context's deadline.
 func TestNewWithContextTimeoutReturnsByDeadline(t *testing.T) {
+	testenv.Slow(t)
 	faultServers(t, func(t *testing.T, s faultServer) {
 		p := startProxy(t, s.addr)
 		client := s.clientVia(t, p.Addr(), func(o *redis.Options) { o.ContextTimeoutEnabled = true })

@@ -14,6 +14,7 @@ import (
 
 	"github.com/leasekit/lease"
 	redislease "github.com/leasekit/lease/backend/redis"
+	"github.com/leasekit/lease/internal/testenv"
 )
 
 // sentinels are the lease errors that a failed request must never match.
@@ -58,6 +59,7 @@ func everyOp(t *testing.T, l *redislease.Locker, check func(op string, err error
 }
 
 func TestRefusedConnectionIsWrapped(t *testing.T) {
+	testenv.Slow(t)
 	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialerRetries: 1, DialTimeout: time.Second})
 	defer client.Close()
 	everyOp(t, mustNew(t, client), func(op string, err error) {

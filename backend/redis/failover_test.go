@@ -17,6 +17,7 @@ import (
 	"github.com/leasekit/lease"
 	redislease "github.com/leasekit/lease/backend/redis"
 	"github.com/leasekit/lease/fence"
+	"github.com/leasekit/lease/internal/testenv"
 	"github.com/leasekit/lease/internal/testserver"
 )
 
@@ -57,6 +58,7 @@ func sentinelClients(t *testing.T, s *testserver.Sentinel, opts ...redislease.Op
 // name while the master fails over (SENTINEL FAILOVER). See
 // contendThroughFailover for what is checked.
 func TestSentinelFailoverDuringContention(t *testing.T) {
+	testenv.Slow(t)
 	s := testserver.StartSentinel(t, nil)
 	raw := "redis+sentinel://" + strings.Join(s.SentinelAddrs(), ",") + "/0?master_name=" + s.MasterName() + "&prefix=contend:&dial_timeout=1s&read_timeout=1s&write_timeout=1s"
 	contendThroughFailover(t, byURL(t, raw), func() { s.Failover() }, 6*time.Second)
@@ -72,6 +74,7 @@ func TestSentinelFailoverDuringContention(t *testing.T) {
 // Sentinels turn the old master into one, and every Acquire fails with
 // ErrReplicas until then.
 func TestSentinelFailoverWithReplicaAck(t *testing.T) {
+	testenv.Slow(t)
 	s := testserver.StartSentinel(t, nil)
 	r := contendThroughFailover(t, sentinelClients(t, s, redislease.WithReplicaAck(1, 200*time.Millisecond)), func() { s.Failover() }, 18*time.Second)
 	if r.stale > 0 || r.overlaps > 0 {
@@ -85,6 +88,7 @@ func TestSentinelFailoverWithReplicaAck(t *testing.T) {
 // grants made on the old master after the promotion still succeed, and
 // can be lost: the test logs what that did, as the one without WAIT does.
 func TestSentinelFailoverWithReplicaAckOfTwo(t *testing.T) {
+	testenv.Slow(t)
 	s := testserver.StartSentinel(t, &testserver.SentinelOptions{Replicas: 2})
 	contendThroughFailover(t, sentinelClients(t, s, redislease.WithReplicaAck(1, 200*time.Millisecond)), func() { s.Failover() }, 6*time.Second)
 }
@@ -94,6 +98,7 @@ func TestSentinelFailoverWithReplicaAckOfTwo(t *testing.T) {
 // replica of the name's master takes over (CLUSTER FAILOVER, which waits
 // for the replica to catch up before promoting it).
 func TestClusterFailoverDuringContention(t *testing.T) {
+	testenv.Slow(t)
 	c := testserver.StartRedisCluster(t, &testserver.RedisClusterOptions{ReplicasPerMaster: 1})
 	sum := sha256.Sum256([]byte("contended"))
 	key := "contend:{" + base64.RawURLEncoding.EncodeToString(sum[:]) + "}:lease"
@@ -109,6 +114,7 @@ func TestClusterFailoverDuringContention(t *testing.T) {
 // catch up with its master, as an operator does when the master is
 // unreachable.
 func TestClusterForcedFailoverDuringContention(t *testing.T) {
+	testenv.Slow(t)
 	c := testserver.StartRedisCluster(t, &testserver.RedisClusterOptions{ReplicasPerMaster: 1})
 	sum := sha256.Sum256([]byte("contended"))
 	key := "contend:{" + base64.RawURLEncoding.EncodeToString(sum[:]) + "}:lease"

@@ -12,6 +12,7 @@ import (
 
 	"github.com/leasekit/lease"
 	redislease "github.com/leasekit/lease/backend/redis"
+	"github.com/leasekit/lease/internal/testenv"
 )
 
 func TestSchemesRegistered(t *testing.T) {
@@ -117,6 +118,7 @@ func TestOpenRealRedis(t *testing.T) {
 // holds it (issue 9, defect 3): url.Parse's own errors quote the input,
 // such as `invalid port ":Hunter2" after host` for an unescaped '#'.
 func TestOpenErrorsNeverQuoteThePassword(t *testing.T) {
+	testenv.Slow(t)
 	ctx := context.Background()
 	for _, raw := range []string{
 		"redis://:Hunter2#x@host:6379/0",            // '#' in the password: a fragment, then a bad port

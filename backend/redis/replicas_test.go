@@ -12,6 +12,7 @@ import (
 
 	"github.com/leasekit/lease"
 	redislease "github.com/leasekit/lease/backend/redis"
+	"github.com/leasekit/lease/internal/testenv"
 	"github.com/leasekit/lease/internal/testserver"
 )
 
@@ -20,6 +21,7 @@ import (
 // failure, not ErrHeld or ErrLost) while it is stopped; the master holds
 // the tenure all the same, and a retried Acquire is re-entrant.
 func TestReplicaAck(t *testing.T) {
+	testenv.Slow(t)
 	s := testserver.StartSentinel(t, nil)
 	raw := "redis+sentinel://" + strings.Join(s.SentinelAddrs(), ",") + "/0?master_name=" + s.MasterName() + "&wait_replicas=1&wait_timeout=300ms"
 	l, err := redislease.Open(t.Context(), raw)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/leasekit/lease"
 	redislease "github.com/leasekit/lease/backend/redis"
+	"github.com/leasekit/lease/internal/testenv"
 	"github.com/leasekit/lease/internal/testserver"
 )
 
@@ -26,6 +27,7 @@ import (
 //   - A lease.Run that held a name through the restart has its work's
 //     context cancelled with a cause matching ErrLost, and returns.
 func TestRestartWithoutPersistence(t *testing.T) {
+	testenv.Slow(t)
 	p := testserver.StartRedis(t, nil)
 	ctx := context.Background()
 	l, err := redislease.Open(ctx, p.URL())

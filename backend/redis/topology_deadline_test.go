@@ -8,6 +8,7 @@ import (
 
 	"github.com/leasekit/lease"
 	redislease "github.com/leasekit/lease/backend/redis"
+	"github.com/leasekit/lease/internal/testenv"
 	"github.com/leasekit/lease/internal/testserver"
 )
 
@@ -19,6 +20,7 @@ import (
 // context.DeadlineExceeded; a client without ContextTimeoutEnabled would
 // wait out the 30s.
 func TestTopologyURLsFollowDeadlines(t *testing.T) {
+	testenv.Slow(t)
 	const slow = "&read_timeout=30s&write_timeout=30s&max_retries=-1"
 	t.Run("sentinel", func(t *testing.T) {
 		// No failover while the master is frozen: the calls must end by

@@ -9,6 +9,7 @@ import (
 
 	"github.com/leasekit/lease"
 	redislease "github.com/leasekit/lease/backend/redis"
+	"github.com/leasekit/lease/internal/testenv"
 	"github.com/leasekit/lease/internal/testserver"
 )
 
@@ -39,6 +40,7 @@ func TestTopologyURLsRefused(t *testing.T) {
 // TestSentinelURL: a redis+sentinel:// URL reaches the master the
 // Sentinels name, and follows it through a failover.
 func TestSentinelURL(t *testing.T) {
+	testenv.Slow(t)
 	s := testserver.StartSentinel(t, nil)
 	raw := "redis+sentinel://" + strings.Join(s.SentinelAddrs(), ",") + "/0?master_name=" + s.MasterName() + "&prefix=sentinel-url:"
 	l, err := lease.Open(t.Context(), raw)
@@ -73,6 +75,7 @@ func TestSentinelURL(t *testing.T) {
 // TestClusterURL: a redis+cluster:// URL spreads names over the slots of
 // the cluster's masters.
 func TestClusterURL(t *testing.T) {
+	testenv.Slow(t)
 	c := testserver.StartRedisCluster(t, nil)
 	raw := "redis+cluster://" + strings.Join(c.Addrs(), ",")
 	l, err := redislease.Open(t.Context(), raw)

@@ -18,6 +18,7 @@ import (
 	redislease "github.com/leasekit/lease/backend/redis"
 	"github.com/leasekit/lease/internal/faultproxy"
 	"github.com/leasekit/lease/internal/linetest"
+	"github.com/leasekit/lease/internal/testenv"
 	"github.com/leasekit/lease/internal/testserver"
 )
 
@@ -568,6 +569,7 @@ func TestTurnLeavesNothingBehind(t *testing.T) {
 // TestTurnOnCluster: marks and releases keep to the name's slot on a real
 // Redis Cluster, and a release there wakes only the chosen Locker.
 func TestTurnOnCluster(t *testing.T) {
+	testenv.Slow(t)
 	cl := testserver.StartRedisCluster(t, nil)
 	raw := "redis+cluster://" + strings.Join(cl.Addrs(), ",")
 	open := func() *redislease.Locker {
@@ -674,6 +676,7 @@ func TestWatchStopSendsNothing(t *testing.T) {
 // their linger, and a Watch of the name afterwards subscribes again; a
 // message on an idle subscription wakes nothing.
 func TestWatchIdleSubscriptionsGo(t *testing.T) {
+	testenv.Slow(t)
 	eachWatchServer(t, func(t *testing.T, addr, prefix string, newLocker func(string) *redislease.Locker) {
 		ctx := t.Context()
 		c := newClient(t, addr)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/leasekit/lease"
 	redislease "github.com/leasekit/lease/backend/redis"
+	"github.com/leasekit/lease/internal/testenv"
 	"github.com/leasekit/lease/internal/testserver"
 )
 
@@ -97,6 +98,7 @@ func cycle(t *testing.T, raw string) {
 // (with go-redis options and a prefix) takes, renews and releases leases
 // on the master the Sentinels name.
 func TestSentinelURLCycle(t *testing.T) {
+	testenv.Slow(t)
 	s := testserver.StartSentinel(t, nil)
 	cycle(t, "redis+sentinel://"+strings.Join(s.SentinelAddrs(), ",")+"/2?master_name="+s.MasterName()+
 		"&prefix=url-cycle:&dial_timeout=2s&read_timeout=2s&pool_size=4&client_name=lease-url-test")
@@ -105,6 +107,7 @@ func TestSentinelURLCycle(t *testing.T) {
 // TestClusterURLCycle: the same through a redis+cluster:// URL that names
 // one node (the client finds the others) and through one that names all.
 func TestClusterURLCycle(t *testing.T) {
+	testenv.Slow(t)
 	c := testserver.StartRedisCluster(t, nil)
 	cycle(t, "redis+cluster://"+c.Addrs()[0]+"?prefix=url-cycle-one:")
 	cycle(t, "redis+cluster://"+strings.Join(c.Addrs(), ",")+"?prefix=url-cycle:&dial_timeout=2s&max_retries=5")

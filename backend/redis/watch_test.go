@@ -18,6 +18,7 @@ import (
 	redislease "github.com/leasekit/lease/backend/redis"
 	"github.com/leasekit/lease/internal/faultproxy"
 	"github.com/leasekit/lease/internal/line"
+	"github.com/leasekit/lease/internal/testenv"
 )
 
 // watchServer is a server the Watch tests run on.
@@ -259,6 +260,7 @@ func TestWatchSurvivesADroppedConnection(t *testing.T) {
 // wakes the Watch, so a waiter polls rather than waits for a message that
 // cannot come.
 func TestWatchWakesWhenThePubSubGoesSilent(t *testing.T) {
+	testenv.Slow(t)
 	eachWatchServer(t, func(t *testing.T, addr, prefix string, newLocker func(string) *redislease.Locker) {
 		ctx := t.Context()
 		p := faultproxy.StartT(t, addr)

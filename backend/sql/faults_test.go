@@ -231,6 +231,7 @@ func TestLostReleaseReplyIsNotLost(t *testing.T) {
 // its context's deadline: here the first statement never gets a
 // connection, so setup is what must give up.
 func TestOperationsOnSilentServer(t *testing.T) {
+	testenv.Slow(t)
 	addr := sqltest.Silent(t)
 	pools := map[string]*sql.DB{}
 	cfg, err := pgx.ParseConfig("postgres://app@" + addr + "/db?sslmode=disable")

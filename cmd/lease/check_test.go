@@ -36,6 +36,7 @@ func TestCheckPassesOnMemory(t *testing.T) {
 }
 
 func TestCheckPassesOnSQLite(t *testing.T) {
+	testenv.Slow(t)
 	t.Parallel()
 	// A 2s ttl, not the default 1s: CI runs this beside every other
 	// package's tests, under -race, on two cores, where one SQLite write
@@ -55,6 +56,7 @@ func TestCheckPassesOnSQLite(t *testing.T) {
 }
 
 func TestCheckFailsOnABrokenStore(t *testing.T) {
+	testenv.Slow(t)
 	t.Parallel()
 	res := start(t, brokenBin, nil, "check", "broken://").wait(t)
 	if res.code != exitFailure || !strings.Contains(res.stdout, "FAIL") || !strings.Contains(res.stdout, "two owners") {
@@ -137,6 +139,7 @@ type checkReport struct {
 }
 
 func TestCheckJSON(t *testing.T) {
+	testenv.Slow(t)
 	t.Parallel()
 	res := start(t, brokenBin, nil, "check", "--json", "broken://").wait(t)
 	if res.code != exitFailure {

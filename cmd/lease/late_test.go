@@ -11,12 +11,14 @@ import (
 
 	"github.com/leasekit/lease"
 	"github.com/leasekit/lease/backend/memory"
+	"github.com/leasekit/lease/internal/testenv"
 )
 
 // A store whose Acquire answers after the lease's Deadline has passed:
 // lease run must not start COMMAND on a tenure it can no longer trust. It
 // releases the lease and reports a store timeout (exit 1), not a loss.
 func TestRunDoesNotStartTheCommandAfterTheDeadline(t *testing.T) {
+	testenv.Slow(t)
 	// The store's clock stands still, so the tenure stays held in the
 	// store until released: the test can see that lease run released it.
 	mem := memory.New(memory.WithClock(memory.NewManualClock(time.Now())))

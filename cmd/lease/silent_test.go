@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/leasekit/lease/internal/testenv"
 )
 
 // silentServer accepts TCP connections and never answers on them (nor
@@ -67,6 +69,7 @@ func silentURLs(addr string) map[string]string {
 // not test the store). Nothing from a
 // driver reaches stderr.
 func TestSilentStoreTimesOutWithOneLine(t *testing.T) {
+	testenv.Slow(t)
 	t.Parallel()
 	addr := silentServer(t, false)
 	for scheme, u := range silentURLs(addr) {

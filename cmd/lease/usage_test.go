@@ -3,6 +3,8 @@ package main
 import (
 	"strings"
 	"testing"
+
+	"github.com/leasekit/lease/internal/testenv"
 )
 
 // Mistakes get one "lease: ..." line and exit 2; never a stack trace.
@@ -53,6 +55,7 @@ func TestUsageErrors(t *testing.T) {
 }
 
 func TestUnreachableStoreIsOneLine(t *testing.T) {
+	testenv.Slow(t)
 	t.Parallel()
 	const down = "redis://127.0.0.1:1/0" // nothing listens on port 1
 	for _, tc := range []struct {
@@ -75,6 +78,7 @@ func TestUnreachableStoreIsOneLine(t *testing.T) {
 // allows: the one-shot commands must give up after --timeout, and run after
 // one ttl, with one line, instead of hanging.
 func TestUnansweringStoreTimesOutWithOneLine(t *testing.T) {
+	testenv.Slow(t)
 	t.Parallel()
 	const down = "etcd://127.0.0.1:1" // nothing listens on port 1
 	for _, args := range [][]string{

@@ -49,11 +49,12 @@ func checkWith(t *testing.T, postgresURL, leaseURL string) {
 // TestRunWithAnotherLeaseStore runs the example with its leases in the
 // memory store (--backend mem://) and its fences and data in SQLite.
 func TestRunWithAnotherLeaseStore(t *testing.T) {
+	testenv.Slow(t)
 	checkWith(t, "", "mem://")
 }
 
 // TestRun runs the example on a SQLite file.
-func TestRun(t *testing.T) { check(t, "") }
+func TestRun(t *testing.T) { testenv.Slow(t); check(t, "") }
 
 // TestRunPostgres runs it on LEASE_TEST_POSTGRES, as FENCING_POSTGRES
 // would.

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/leasekit/lease/internal/testenv"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -70,6 +72,7 @@ func TestREADME(t *testing.T) {
 // TestStores runs the program on every store, with a lease name prefix of
 // its own: run itself fails if two jobs ever ran under one lease at once.
 func TestStores(t *testing.T) {
+	testenv.Slow(t)
 	forEachStore(t, func(t *testing.T, ctx context.Context, backend string) {
 		var out, errs strings.Builder
 		if err := cli(ctx, []string{"--backend", backend, "--prefix", uniquePrefix()}, noEnv, &out, &errs); err != nil {

@@ -7,11 +7,14 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
+
+	"github.com/leasekit/lease/internal/testenv"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestRun(t *testing.T) {
+	testenv.Slow(t)
 	var out strings.Builder
 	if err := run(context.Background(), "mem://", prometheus.NewRegistry(), &out); err != nil {
 		t.Fatalf("run: %v\n%s", err, out.String())

@@ -13,6 +13,7 @@ import (
 	"github.com/leasekit/lease/fence"
 	"github.com/leasekit/lease/fence/fencetest"
 	"github.com/leasekit/lease/fence/redisfence"
+	"github.com/leasekit/lease/internal/testenv"
 	"github.com/leasekit/lease/internal/testserver"
 )
 
@@ -60,6 +61,7 @@ func TestFencetestRedisRestart(t *testing.T) {
 // and its data share one; and Fences of tags that live on different
 // masters each work on their own node.
 func TestFencetestRedisCluster(t *testing.T) {
+	testenv.Slow(t)
 	cluster := testserver.StartRedisCluster(t, nil)
 	newClient := func(t testing.TB) redis.UniversalClient {
 		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.Addrs()})

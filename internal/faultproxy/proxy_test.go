@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/leasekit/lease/internal/faultproxy"
+	"github.com/leasekit/lease/internal/testenv"
 )
 
 // TestForwardsAndCounts: bytes go both ways unchanged, and Stats counts
@@ -442,6 +443,7 @@ func TestStartErrors(t *testing.T) {
 // switch on and off; every message that arrives arrives intact and in
 // order, and the proxy stops cleanly. Run with -race.
 func TestFaultsUnderConcurrency(t *testing.T) {
+	testenv.Slow(t)
 	srv := startEcho(t)
 	p := faultproxy.StartT(t, srv.addr())
 	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)

@@ -65,3 +65,14 @@ func RequireBinary(t testing.TB, name, debianPackage string) string {
 	}
 	return path
 }
+
+// Slow skips t under go test -short, the quick edit-and-test loop, with a
+// message that says so; a run without -short (and CI) runs it. Tests that
+// start server processes, wait out real ttls or failovers, or run a whole
+// suite call it first.
+func Slow(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("slow: skipped with -short; go test without -short runs it")
+	}
+}

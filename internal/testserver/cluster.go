@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/leasekit/lease/internal/testenv"
 )
 
 // RedisClusterOptions configures StartRedisCluster. A nil *RedisClusterOptions
@@ -44,6 +46,7 @@ type RedisCluster struct {
 // redis-server is not installed (Debian package redis-server).
 func StartRedisCluster(t testing.TB, opts *RedisClusterOptions) *RedisCluster {
 	t.Helper()
+	testenv.Slow(t) // starts server processes
 	o := RedisClusterOptions{Masters: 3, NodeTimeout: 1500 * time.Millisecond}
 	if opts != nil {
 		o.Persist, o.ReplicasPerMaster = opts.Persist, max(opts.ReplicasPerMaster, 0)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/leasekit/lease/internal/testenv"
 	"github.com/leasekit/lease/internal/testserver"
 )
 
@@ -13,6 +14,7 @@ import (
 // cluster client writes through them; CLUSTER FAILOVER promotes a
 // replica, and killing a master makes its replica take over.
 func TestRedisCluster(t *testing.T) {
+	testenv.Slow(t)
 	start := time.Now()
 	c := testserver.StartRedisCluster(t, &testserver.RedisClusterOptions{ReplicasPerMaster: 1})
 	t.Logf("3 masters + 3 replicas ready in %s", time.Since(start))

@@ -49,6 +49,7 @@ type Etcd struct {
 // not installed (Debian package etcd-server).
 func StartEtcd(t testing.TB, opts *EtcdOptions) *Etcd {
 	t.Helper()
+	testenv.Slow(t) // starts server processes
 	o := EtcdOptions{Members: 1}
 	if opts != nil {
 		o = *opts

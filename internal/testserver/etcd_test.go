@@ -8,6 +8,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/leasekit/lease/internal/testenv"
 	"github.com/leasekit/lease/internal/testserver"
 )
 
@@ -48,6 +49,7 @@ func TestEtcd(t *testing.T) {
 // another among the two left, which still serve writes; the killed member
 // rejoins; a paused member (a partition) does not stop the others.
 func TestEtcdCluster(t *testing.T) {
+	testenv.Slow(t)
 	start := time.Now()
 	e := testserver.StartEtcd(t, &testserver.EtcdOptions{Members: 3})
 	t.Logf("3 members ready in %s", time.Since(start))

@@ -28,6 +28,7 @@ import (
 // programs are missing (Debian package mariadb-server).
 func StartMariaDB(t testing.TB) *Process {
 	t.Helper()
+	testenv.Slow(t) // starts server processes
 	needUnix(t)
 	install := findProgram(t, "mariadb-install-db", "mariadb-server", "mysql_install_db")
 	server := findProgram(t, "mariadbd", "mariadb-server", "mysqld")

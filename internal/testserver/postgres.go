@@ -47,6 +47,7 @@ type PostgresOptions struct {
 // postgres.
 func StartPostgres(t testing.TB, opts *PostgresOptions) *Process {
 	t.Helper()
+	testenv.Slow(t) // starts server processes
 	if opts == nil {
 		opts = &PostgresOptions{}
 	}

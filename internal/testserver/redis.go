@@ -30,6 +30,7 @@ type RedisOptions struct {
 // redis-server is not installed (Debian package redis-server).
 func StartRedis(t testing.TB, opts *RedisOptions) *Process {
 	t.Helper()
+	testenv.Slow(t) // starts server processes
 	if opts == nil {
 		opts = &RedisOptions{}
 	}

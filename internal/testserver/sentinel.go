@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/leasekit/lease/internal/testenv"
 )
 
 // FailoverTimeout bounds how long StartSentinel and StartRedisCluster
@@ -57,6 +59,7 @@ type Sentinel struct {
 // is the same program.
 func StartSentinel(t testing.TB, opts *SentinelOptions) *Sentinel {
 	t.Helper()
+	testenv.Slow(t) // starts server processes
 	o := SentinelOptions{Replicas: 1, Sentinels: 3, MasterName: "mymaster", DownAfter: time.Second}
 	if opts != nil {
 		o.Persist = opts.Persist

@@ -6,6 +6,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/leasekit/lease/internal/testenv"
 	"github.com/leasekit/lease/internal/testserver"
 )
 
@@ -13,6 +14,7 @@ import (
 // promotes the replica, which then takes writes through a failover
 // client.
 func TestSentinel(t *testing.T) {
+	testenv.Slow(t)
 	start := time.Now()
 	s := testserver.StartSentinel(t, nil)
 	t.Logf("master, replica and 3 sentinels ready in %s", time.Since(start))
@@ -50,6 +52,7 @@ func TestSentinel(t *testing.T) {
 // TestSentinelKilledMaster: killing the master makes the sentinels
 // promote the replica on their own.
 func TestSentinelKilledMaster(t *testing.T) {
+	testenv.Slow(t)
 	s := testserver.StartSentinel(t, &testserver.SentinelOptions{Replicas: 2, MasterName: "lease"})
 	old := s.Master()
 	start := time.Now()

@@ -18,6 +18,7 @@ import (
 	"github.com/leasekit/lease"
 	sqllease "github.com/leasekit/lease/backend/sql"
 	"github.com/leasekit/lease/backend/sql/internal/sqltest"
+	"github.com/leasekit/lease/internal/testenv"
 )
 
 // TestNoPasswordInErrors checks that no error of Open or lease.Open quotes
@@ -55,6 +56,7 @@ func TestNoPasswordInErrors(t *testing.T) {
 // answers (issue 9, defect 8), and that every operation of a Locker on
 // such a server does too.
 func TestOpenOnSilentServer(t *testing.T) {
+	testenv.Slow(t)
 	raw := "mysql://app@" + sqltest.Silent(t) + "/db"
 	check := func(op string, fn func(ctx context.Context) error) {
 		t.Helper()
