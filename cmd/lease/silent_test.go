@@ -89,6 +89,7 @@ func TestSilentStoreTimesOutWithOneLine(t *testing.T) {
 			{args: []string{"--backend", u, "status", "name"}, env: []string{"LEASE_TIMEOUT=1s"}, limit: time.Second},
 		} {
 			t.Run(scheme, func(t *testing.T) {
+				t.Parallel()
 				begin := time.Now()
 				res := runLease(t, tc.env, tc.args...)
 				took := time.Since(begin)

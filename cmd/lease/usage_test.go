@@ -66,11 +66,14 @@ func TestUnreachableStoreIsOneLine(t *testing.T) {
 		{[]string{"--backend", down, "run", "name", "--", "true"}, exitFailure},
 		{[]string{"check", down}, exitUntested}, // could not test the store
 	} {
-		res := runLease(t, nil, tc.args...)
-		lines := strings.Split(strings.TrimSpace(res.stderr), "\n")
-		if res.code != tc.code || len(lines) != 1 || !strings.HasPrefix(lines[0], "lease: ") {
-			t.Errorf("lease %s on an unreachable store: want exit %d and one line\n%s", strings.Join(tc.args, " "), tc.code, res)
-		}
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			t.Parallel()
+			res := runLease(t, nil, tc.args...)
+			lines := strings.Split(strings.TrimSpace(res.stderr), "\n")
+			if res.code != tc.code || len(lines) != 1 || !strings.HasPrefix(lines[0], "lease: ") {
+				t.Errorf("lease %s on an unreachable store: want exit %d and one line\n%s", strings.Join(tc.args, " "), tc.code, res)
+			}
+		})
 	}
 }
 
@@ -87,10 +90,13 @@ func TestUnansweringStoreTimesOutWithOneLine(t *testing.T) {
 		{"--backend", down, "--timeout", "1s", "release", "--force", "name"},
 		{"--backend", down, "run", "--ttl", "1s", "name", "--", "true"},
 	} {
-		res := runLease(t, nil, args...)
-		lines := strings.Split(strings.TrimSpace(res.stderr), "\n")
-		if res.code != exitFailure || len(lines) != 1 || !strings.Contains(lines[0], "did not answer in time") {
-			t.Errorf("lease %s on a store that never answers: want exit 1 and one line saying it did not answer\n%s", strings.Join(args, " "), res)
-		}
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			t.Parallel()
+			res := runLease(t, nil, args...)
+			lines := strings.Split(strings.TrimSpace(res.stderr), "\n")
+			if res.code != exitFailure || len(lines) != 1 || !strings.Contains(lines[0], "did not answer in time") {
+				t.Errorf("lease %s on a store that never answers: want exit 1 and one line saying it did not answer\n%s", strings.Join(args, " "), res)
+			}
+		})
 	}
 }
