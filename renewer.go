@@ -5,13 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"reflect"
 	"slices"
 	"sync"
 	"time"
 )
 
-// The renewals of all Runs on one Locker go through one renewer: it wakes
+// The renewals of all Runs on one Locker go through one renewer, kept in
+// the Locker itself (see sharer), so that no process-wide state is keyed
+// by Locker: it wakes
 // when the earliest renewal falls due, takes every renewal due within an
 // eighth of its interval (and none before one is due), most urgent (earliest Deadline) first, and sends
 // them as one BatchRenewer call per maxBatch tenures. A lone Run renews
@@ -29,10 +30,23 @@ const maxCalls = 4
 // Locker that is not a BatchRenewer.
 const fallbackRenewals = 8
 
-var (
-	renewersMu sync.Mutex
-	renewers   = map[Locker]*renewer{}
-)
+// sharer is a Locker that keeps what the Runs on it share: Shared
+// returns the value stored under key, storing make() first when there is
+// none. Every Locker of this module is one (driver.Locker), and so is
+// otellease's wrapper; the Runs on any other Locker each renew on their
+// own.
+type sharer interface {
+	Shared(key any, make func() any) any
+}
+
+// renewerSlot is what Run keeps in a sharer: its renewer while any Run
+// uses it, guarded by mu.
+type renewerSlot struct {
+	mu sync.Mutex
+	r  *renewer
+}
+
+type renewerKey struct{}
 
 // renewJob is one Run's renewals.
 type renewJob struct {
@@ -65,25 +79,25 @@ type renewer struct {
 // the function that takes j out again; once that returns, no renewal of
 // j is in flight or will start.
 func startRenewing(l Locker, j *renewJob) (stop func()) {
-	shared := comparable(l)
-	var r *renewer
-	renewersMu.Lock()
-	if shared {
-		r = renewers[l]
+	slot := &renewerSlot{} // a Run's own, on a Locker that keeps nothing
+	if sh, ok := l.(sharer); ok {
+		if v, ok := sh.Shared(renewerKey{}, func() any { return &renewerSlot{} }).(*renewerSlot); ok {
+			slot = v
+		}
 	}
+	slot.mu.Lock()
+	r := slot.r
 	if r == nil {
 		r = &renewer{l: l, wake: make(chan struct{}, 1), done: make(chan struct{}), jobs: map[*renewJob]struct{}{}}
 		r.idle = sync.NewCond(&r.mu)
-		if shared {
-			renewers[l] = r
-		}
+		slot.r = r
 		go r.loop()
 	}
 	r.mu.Lock()
 	j.next = j.nextAfter(j.h.get())
 	r.jobs[j] = struct{}{}
 	r.mu.Unlock()
-	renewersMu.Unlock()
+	slot.mu.Unlock()
 	r.poke()
 
 	return func() {
@@ -93,29 +107,21 @@ func startRenewing(l Locker, j *renewJob) (stop func()) {
 			r.idle.Wait()
 		}
 		r.mu.Unlock()
-		renewersMu.Lock()
+		slot.mu.Lock()
 		r.mu.Lock()
 		delete(r.jobs, j)
 		last := len(r.jobs) == 0
 		if last {
 			r.closing = true
-			if shared {
-				delete(renewers, l)
-			}
+			slot.r = nil
 		}
 		r.mu.Unlock()
-		renewersMu.Unlock()
+		slot.mu.Unlock()
 		if last {
 			r.poke()
 			<-r.done
 		}
 	}
-}
-
-// comparable reports whether l can key the renewers map.
-func comparable(l Locker) bool {
-	t := reflect.TypeOf(l)
-	return t != nil && t.Comparable()
 }
 
 // nextAfter is when the renewal after one that granted l falls due: every

@@ -256,3 +256,64 @@ func TestSweepCallsGoTogether(t *testing.T) {
 		}
 	})
 }
+
+// keepsNothing is a Locker with batch renewal but no Shared method: Run
+// keeps no state for it anywhere (no process-wide map), so each Run
+// renews on its own.
+type keepsNothing struct {
+	l              *memory.Locker
+	calls, tenures atomic.Int64
+}
+
+func (k *keepsNothing) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (lease.Lease, error) {
+	return k.l.Acquire(ctx, name, owner, ttl)
+}
+func (k *keepsNothing) Renew(ctx context.Context, l lease.Lease, ttl time.Duration) (lease.Lease, error) {
+	return k.l.Renew(ctx, l, ttl)
+}
+func (k *keepsNothing) Release(ctx context.Context, l lease.Lease) error { return k.l.Release(ctx, l) }
+func (k *keepsNothing) Inspect(ctx context.Context, name string) (lease.Lease, error) {
+	return k.l.Inspect(ctx, name)
+}
+func (k *keepsNothing) Close() error { return k.l.Close() }
+func (k *keepsNothing) RenewBatch(ctx context.Context, reqs []lease.RenewRequest) []lease.RenewResult {
+	k.calls.Add(1)
+	k.tenures.Add(int64(len(reqs)))
+	return k.l.RenewBatch(ctx, reqs)
+}
+
+// The Runs on a Locker that keeps no shared state renew one by one, and
+// the Runs on two Locker values of one store never share a renewer: the
+// renewer lives in the Locker (driver.Locker.Shared), not in a map of
+// the process's.
+func TestRenewerLivesInTheLocker(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const runs, ttl, hold = 20, 6 * time.Second, 10 * time.Second
+		k := &keepsNothing{l: memory.New()}
+		a := &batchCounter{Locker: memory.New()}
+		b := &batchCounter{Locker: a.Share()}
+		var wg sync.WaitGroup
+		for i := range runs {
+			for _, l := range []lease.Locker{k, a, b} {
+				wg.Go(func() {
+					err := lease.Run(context.Background(), l, fmt.Sprintf("job-%T-%p-%d", l, l, i), ttl, func(ctx context.Context) error {
+						time.Sleep(hold)
+						return nil
+					})
+					if err != nil {
+						t.Errorf("Run = %v", err)
+					}
+				})
+			}
+		}
+		wg.Wait()
+		if c, n := k.calls.Load(), k.tenures.Load(); c != n || n == 0 {
+			t.Errorf("a Locker that keeps nothing: %d renewals in %d calls; want one call per renewal", n, c)
+		}
+		for name, l := range map[string]*batchCounter{"a": a, "b": b} {
+			if c, n := l.calls.Load(), l.tenures.Load(); n < runs*4 || c*10 > n {
+				t.Errorf("Locker %s: %d renewals in %d calls; want its own Runs' renewals batched", name, n, c)
+			}
+		}
+	})
+}

@@ -176,7 +176,9 @@ func NewContext(ctx context.Context, l Lease) context.Context {
 // release's error when the store failed then. A store error while
 // acquiring is returned as it is: it does not match ErrHeld.
 //
-// The Runs that share a Locker share one renewer, which coalesces the
+// The Runs that share a Locker share one renewer, kept in the Locker
+// itself (every Locker of this module, and otellease's wrapper, keep it;
+// on any other Locker each Run renews on its own), which coalesces the
 // renewals that fall due together into one call when the Locker is a
 // BatchRenewer (every Locker of this module is), spreads them over ±10% of
 // the interval so that Runs started together do not renew in waves, and

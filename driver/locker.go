@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -42,6 +43,8 @@ type Locker struct {
 	doubts doubts
 	// lines is this Locker's line of waiters per name (line.go).
 	lines lines
+	// shared is what lease.Run shares among the Runs on this Locker.
+	shared sync.Map
 }
 
 var (
@@ -274,6 +277,18 @@ func (l *Locker) Close() error {
 		return fmt.Errorf("%s: close: %w", l.prefix, err)
 	}
 	return nil
+}
+
+// Shared returns the value stored under key, storing make() first when
+// there is none. lease.Run keeps in it what the Runs on this Locker share
+// (their renewer, which batches their renewals), so that nothing is kept
+// in a process-wide map keyed by Locker.
+func (l *Locker) Shared(key any, make func() any) any {
+	if v, ok := l.shared.Load(key); ok {
+		return v
+	}
+	v, _ := l.shared.LoadOrStore(key, make())
+	return v
 }
 
 // Backend returns the backend's name, as given to NewLocker ("redis",

@@ -172,6 +172,22 @@ type core struct {
 	unregister sync.Once
 
 	tenures tenures
+
+	// shared is what lease.Run shares among the Runs on this wrapper
+	// (their renewer, which renews through the wrapper).
+	shared sync.Map
+}
+
+// Shared returns the value stored under key, storing make() first when
+// there is none: lease.Run keeps in it what the Runs on this wrapper
+// share (their renewer), so that their renewals are batched, and traced,
+// through the wrapper.
+func (c *core) Shared(key any, make func() any) any {
+	if v, ok := c.shared.Load(key); ok {
+		return v
+	}
+	v, _ := c.shared.LoadOrStore(key, make())
+	return v
 }
 
 // Unwrap returns the Locker that Wrap was given.
