@@ -3,6 +3,7 @@ package etcdlease
 import (
 	"container/list"
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"github.com/leasekit/lease"
 	"github.com/leasekit/lease/driver"
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -347,15 +349,23 @@ func markWaiter(key, marks string) string {
 // chosen is the decision of the turn that an event at revision rev freed
 // (a deletion of the name's key, or a put of its pass key): the waiter of
 // the mark created first among the marks as they were at rev, read at
-// that revision (one linearizable Range, sorted by create revision,
-// limit 1). It is a function of etcd's state at rev alone, so every
-// Locker that watches the name decides the same, whatever it has seen of
-// the marks. ok is false when there is no mark: every turn Watch wakes.
+// that revision (one Range, sorted by create revision, limit 1). It is a
+// function of etcd's state at rev alone, so every Locker that watches the
+// name decides the same, whatever it has seen of the marks. The Range is
+// serializable: a past revision's state is the same on every member that
+// has applied it, and the member that sent the event has, so the read
+// needs no round of the leader's; a member that has not yet applied rev
+// (ErrFutureRev) is asked again linearizably. ok is false when there is
+// no mark: every turn Watch wakes.
 func (s *store) chosen(ctx context.Context, marks string, rev int64) (waiter string, ok bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
 	defer cancel()
-	r, err := s.client.Get(ctx, marks, clientv3.WithPrefix(), clientv3.WithRev(rev), clientv3.WithKeysOnly(),
-		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(1))
+	opts := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithRev(rev), clientv3.WithKeysOnly(),
+		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(1)}
+	r, err := s.client.Get(ctx, marks, append(opts, clientv3.WithSerializable())...)
+	if err != nil && (errors.Is(err, rpctypes.ErrFutureRev) || rpctypes.ErrorDesc(err) == rpctypes.ErrFutureRev.Error()) {
+		r, err = s.client.Get(ctx, marks, opts...)
+	}
 	if err != nil || len(r.Kvs) == 0 {
 		return "", false, err
 	}
