@@ -9,9 +9,13 @@ import (
 	"github.com/leasekit/lease"
 	"github.com/leasekit/lease/backend/memory"
 	"github.com/leasekit/lease/conformance"
+	"github.com/leasekit/lease/internal/testenv"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	testenv.DefaultParallel(8)
+	goleak.VerifyTestMain(m)
+}
 
 func TestConformanceSystemClock(t *testing.T) {
 	store := memory.New()

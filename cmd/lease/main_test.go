@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"math/rand/v2"
 	"net/url"
@@ -10,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -65,19 +63,7 @@ func testMain(m *testing.M) int {
 			return 1
 		}
 	}
-	// Most of the parallel tests wait (on ttls, child processes and
-	// servers) far more than they compute: go test's default -parallel,
-	// GOMAXPROCS, would run only two at once on a 2-CPU machine. Unless
-	// -parallel is given, run up to minParallel.
-	flag.Parse()
-	explicit := false
-	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
-	if !explicit && runtime.GOMAXPROCS(0) < minParallel {
-		if err := flag.Set("test.parallel", strconv.Itoa(minParallel)); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-	}
+	testenv.DefaultParallel(minParallel)
 	return m.Run()
 }
 

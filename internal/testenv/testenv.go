@@ -15,9 +15,12 @@
 package testenv
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
+	"strconv"
 	"testing"
 )
 
@@ -74,5 +77,21 @@ func Slow(t testing.TB) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("slow: skipped with -short; go test without -short runs it")
+	}
+}
+
+// DefaultParallel raises go test's -parallel to at least n unless the
+// command line sets it. Call it in TestMain before m.Run (it parses the
+// flags). Most of this module's parallel tests wait (on ttls, servers and
+// child processes) far more than they compute, and the default,
+// GOMAXPROCS, would run only two at once on a 2-CPU machine.
+func DefaultParallel(n int) {
+	flag.Parse()
+	explicit := false
+	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
+	if !explicit && runtime.GOMAXPROCS(0) < n {
+		if err := flag.Set("test.parallel", strconv.Itoa(n)); err != nil {
+			panic(err)
+		}
 	}
 }
