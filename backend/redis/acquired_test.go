@@ -21,12 +21,15 @@ const clockSlack = time.Second
 // Inspect, List and ForceRelease, and new for a new tenure: on miniredis
 // (its TIME follows the wall clock here) and on the real server.
 func TestAcquiredIsTheTenuresStart(t *testing.T) {
+	t.Parallel()
 	t.Run("miniredis", func(t *testing.T) {
+		t.Parallel()
 		mr := miniredis.RunT(t)
 		c := newClient(t, mr.Addr())
 		checkAcquired(t, c, "")
 	})
 	t.Run("redis", func(t *testing.T) {
+		t.Parallel()
 		c, _ := realRedis(t, -1)
 		prefix := randomPrefix("acquired")
 		deleteKeys(t, c, prefix)
@@ -119,6 +122,7 @@ func checkAcquired(t *testing.T, c *redis.Client, prefix string) {
 // with a zero Acquired from every operation, and that the next tenure
 // records its start.
 func TestAcquiredOfOldRecords(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		client func(t *testing.T) (*redis.Client, string)
@@ -134,6 +138,7 @@ func TestAcquiredOfOldRecords(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			c, prefix := tc.client(t)
 			l := mustNew(t, c, redislease.WithPrefix(prefix))
 			defer l.Close()

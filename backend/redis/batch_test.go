@@ -82,27 +82,51 @@ func (h *scriptTrips) takeLog() [][]string {
 
 // batchStores runs fn on a miniredis whose clock the test moves and on the
 // real server (a subtest that skips, or fails in CI, when LEASE_TEST_REDIS
-// is unset). expire makes a tenure of expiringTTL end.
-func batchStores(t *testing.T, fn func(t *testing.T, client *redis.Client, l *redislease.Locker, expire func())) {
+// is unset). expire makes a tenure of expiringTTL, just granted, end.
+func batchStores(t *testing.T, fn func(t *testing.T, client *redis.Client, l *redislease.Locker, expire func(lease.Lease))) {
 	t.Run("miniredis", func(t *testing.T) {
+		t.Parallel()
 		_, client, advance := newMiniredis(t)
-		fn(t, client, mustNew(t, client), func() { advance(10 * expiringTTL) })
+		fn(t, client, mustNew(t, client), func(lease.Lease) { advance(10 * expiringTTL) })
 	})
 	t.Run("redis", func(t *testing.T) {
+		t.Parallel()
 		client, _ := realRedis(t, -1)
 		prefix := randomPrefix("batch")
 		deleteKeys(t, client, prefix)
-		fn(t, client, mustNew(t, client, redislease.WithPrefix(prefix)), func() { time.Sleep(10 * expiringTTL) })
+		l := mustNew(t, client, redislease.WithPrefix(prefix))
+		fn(t, client, l, func(ls lease.Lease) { waitExpired(t, l, ls, 10*expiringTTL) })
 	})
 }
 
 const expiringTTL = 30 * time.Millisecond
 
+// waitExpired waits until the server no longer holds ls's tenure (Inspect
+// says the name is free), and fails t if it still does within.
+func waitExpired(t *testing.T, l *redislease.Locker, ls lease.Lease, within time.Duration) {
+	t.Helper()
+	for deadline := time.Now().Add(within); ; time.Sleep(5 * time.Millisecond) {
+		cur, err := l.Inspect(context.Background(), ls.Name)
+		if errors.Is(err, lease.ErrNotHeld) {
+			return
+		}
+		if err != nil {
+			t.Fatalf("Inspect %s while waiting for its tenure of %s to expire: %v", ls.Name, expiringTTL, err)
+		}
+		if cur.Token != ls.Token {
+			t.Fatalf("Inspect %s while waiting for its tenure to expire: %+v, another tenure than %+v", ls.Name, cur, ls)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the tenure %+v of %s is still held %s later", ls, expiringTTL, within)
+		}
+	}
+}
+
 // batchScenario holds leases in every state a renewal can meet under
 // names tagged with tag, and returns the requests for them: intact,
 // released, taken over after a force release, expired, intact named
 // twice, and forged for a name never acquired.
-func batchScenario(t *testing.T, l *redislease.Locker, tag string, expire func()) []lease.RenewRequest {
+func batchScenario(t *testing.T, l *redislease.Locker, tag string, expire func(lease.Lease)) []lease.RenewRequest {
 	t.Helper()
 	ctx := context.Background()
 	acquire := func(name, owner string, ttl time.Duration) lease.Lease {
@@ -124,7 +148,7 @@ func batchScenario(t *testing.T, l *redislease.Locker, tag string, expire func()
 	}
 	acquire("taken", "b", time.Minute)
 	expired := acquire("expired", "a", expiringTTL)
-	expire()
+	expire(expired)
 	twice := acquire("twice", "a", time.Minute)
 	forged := lease.Lease{Name: tag + "never", Owner: "a", Token: intact.Token, Deadline: intact.Deadline}
 	return []lease.RenewRequest{
@@ -154,7 +178,8 @@ func outcome(r lease.RenewResult) string {
 // RenewBatch and once by single Renews in order, and wants the same answer
 // for every request; the renewed ones end ttl after the server's now.
 func TestRenewBatchMatchesRenew(t *testing.T) {
-	batchStores(t, func(t *testing.T, _ *redis.Client, l *redislease.Locker, expire func()) {
+	t.Parallel()
+	batchStores(t, func(t *testing.T, _ *redis.Client, l *redislease.Locker, expire func(lease.Lease)) {
 		ctx := context.Background()
 		batch := batchScenario(t, l, "b/", expire)
 		single := batchScenario(t, l, "s/", expire)
@@ -196,16 +221,30 @@ func TestRenewBatchMatchesRenew(t *testing.T) {
 // TestRenewBatchRoundTrips counts round trips: 2500 renewals go in three
 // pipelines of at most 1000, not 2500 calls.
 func TestRenewBatchRoundTrips(t *testing.T) {
-	batchStores(t, func(t *testing.T, client *redis.Client, l *redislease.Locker, _ func()) {
+	t.Parallel()
+	batchStores(t, func(t *testing.T, client *redis.Client, l *redislease.Locker, _ func(lease.Lease)) {
 		ctx := context.Background()
 		const n = 2500
 		reqs := make([]lease.RenewRequest, n)
-		for i := range reqs {
-			ls, err := l.Acquire(ctx, fmt.Sprintf("trips/%d", i), "owner", time.Minute)
-			if err != nil {
-				t.Fatal(err)
-			}
-			reqs[i] = lease.RenewRequest{Lease: ls, TTL: time.Minute}
+		// The leases are set up by concurrent Acquires, which share round
+		// trips (the Locker's pipelines); only the RenewBatch is counted.
+		const setters = 16
+		var wg sync.WaitGroup
+		for w := range setters {
+			wg.Go(func() {
+				for i := w; i < n; i += setters {
+					ls, err := l.Acquire(ctx, fmt.Sprintf("trips/%d", i), "owner", time.Minute)
+					if err != nil {
+						t.Errorf("Acquire trips/%d: %v", i, err)
+						return
+					}
+					reqs[i] = lease.RenewRequest{Lease: ls, TTL: time.Minute}
+				}
+			})
+		}
+		wg.Wait()
+		if t.Failed() {
+			t.FailNow()
 		}
 		// Load the script, as the first Renew of a Locker does.
 		if _, err := l.Renew(ctx, reqs[0].Lease, time.Minute); err != nil {
@@ -231,6 +270,7 @@ func TestRenewBatchRoundTrips(t *testing.T) {
 // more round trip, and are renewed. On a private miniredis: the shared
 // server's cache is never flushed.
 func TestRenewBatchAfterScriptFlush(t *testing.T) {
+	t.Parallel()
 	_, client, _ := newMiniredis(t)
 	l := mustNew(t, client)
 	ctx := context.Background()
@@ -261,6 +301,7 @@ func TestRenewBatchAfterScriptFlush(t *testing.T) {
 // store error for every request, never ErrLost.
 func TestRenewBatchOnDownStoreIsAnError(t *testing.T) {
 	testenv.Slow(t)
+	t.Parallel()
 	mr, client, _ := newMiniredis(t)
 	l := mustNew(t, client)
 	ctx := context.Background()

@@ -168,6 +168,7 @@ func checkOneTripEach(t *testing.T, l *redislease.Locker, h *countHook, name str
 // TestOneRoundTripPerOperationMiniredis counts the commands the client
 // sends for each operation.
 func TestOneRoundTripPerOperationMiniredis(t *testing.T) {
+	t.Parallel()
 	_, client, _ := newMiniredis(t)
 	h := &countHook{}
 	client.AddHook(h)
@@ -178,6 +179,7 @@ func TestOneRoundTripPerOperationMiniredis(t *testing.T) {
 // first run of a script is EVALSHA, NOSCRIPT, then EVAL; later runs are
 // one EVALSHA.
 func TestFirstUseLoadsScriptOnce(t *testing.T) {
+	t.Parallel()
 	_, client, _ := newMiniredis(t)
 	h := &countHook{}
 	client.AddHook(h)
@@ -205,7 +207,9 @@ func TestFirstUseLoadsScriptOnce(t *testing.T) {
 // server twice: the round trips the client makes (exactly one EVALSHA
 // each), and the commands the server executed for this client, read from
 // MONITOR (the EVALSHA and the commands its script ran), which stays exact
-// while other tests use the server.
+// while other tests use the server. Not parallel all the same: MONITOR
+// makes the shared server copy every command to it, which would slow the
+// other tests of this package.
 func TestCommandsPerOperationRedis(t *testing.T) {
 	client, raw := realRedis(t, -1)
 	prefix := randomPrefix("trips")
@@ -258,6 +262,7 @@ func TestCommandsPerOperationRedis(t *testing.T) {
 // cache, so that even a fresh client's first operation is one EVALSHA, and
 // that loading them leaves the scripts' SHAs intact for every Locker.
 func TestOpenPreloadsScripts(t *testing.T) {
+	t.Parallel()
 	mr := miniredis.RunT(t)
 	ctx := context.Background()
 	opened, err := redislease.Open(ctx, "redis://"+mr.Addr())

@@ -25,6 +25,7 @@ import (
 // behaviour instead (TestConformanceRedis).
 func TestConformanceMiniredisManualClock(t *testing.T) {
 	testenv.Slow(t)
+	t.Parallel()
 	_, client, advance := newMiniredis(t)
 	conformance.Run(t, conformance.Harness{
 		New:     func(tb testing.TB) lease.Locker { return mustNew(tb, client) },
@@ -59,6 +60,7 @@ func TestConformanceRedis(t *testing.T) {
 // its per-master path.
 func TestConformanceMiniredisCluster(t *testing.T) {
 	testenv.Slow(t)
+	t.Parallel()
 	mr, _, advance := newMiniredis(t)
 	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{mr.Addr()}})
 	t.Cleanup(func() { _ = client.Close() })
@@ -74,6 +76,7 @@ func TestConformanceMiniredisCluster(t *testing.T) {
 // both shards.
 func TestConformanceMiniredisRing(t *testing.T) {
 	testenv.Slow(t)
+	t.Parallel()
 	mr1, _, advance1 := newMiniredis(t)
 	mr2, _, advance2 := newMiniredis(t)
 	client := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": mr1.Addr(), "b": mr2.Addr()}})

@@ -55,10 +55,12 @@ func (s faultServer) clientVia(t *testing.T, addr string, edit func(*redis.Optio
 // that skips, or fails in CI, when LEASE_TEST_REDIS is unset).
 func faultServers(t *testing.T, fn func(t *testing.T, s faultServer)) {
 	t.Run("miniredis", func(t *testing.T) {
+		t.Parallel()
 		mr := miniredis.RunT(t)
 		fn(t, faultServer{addr: mr.Addr(), url: &url.URL{Scheme: "redis", Host: mr.Addr(), Path: "/0"}, prefix: randomPrefix("fault")})
 	})
 	t.Run("redis", func(t *testing.T) {
+		t.Parallel()
 		client, raw := realRedis(t, -1)
 		prefix := randomPrefix("fault")
 		deleteKeys(t, client, prefix)
@@ -78,7 +80,12 @@ func faultServers(t *testing.T, fn func(t *testing.T, s faultServer)) {
 // callSlack how much later than its deadline a call may return: time for
 // the runtime to notice the deadline on a machine loaded by the race
 // detector and other tests. The defect it guards against overshot by
-// go-redis's read timeout, 5s.
+// go-redis's read timeout, 5s. The tests that check deadlines this way
+// (TestOpenedLockerReturnsByDeadline, TestNewWithContextTimeoutReturnsByDeadline,
+// TestOpenOnSilentServerReturnsByDeadline, TestTopologyURLsFollowDeadlines)
+// do not call t.Parallel: they run alone, apart from this package's other
+// tests, their subtests beside each other only (calls waiting on a
+// blackholed or frozen store, which take no CPU).
 const (
 	callBudget = 300 * time.Millisecond
 	callSlack  = 400 * time.Millisecond
@@ -212,6 +219,7 @@ func TestNewWithContextTimeoutReturnsByDeadline(t *testing.T) {
 // ReadTimeout bounds a call instead of its context, and the error still
 // matches context.DeadlineExceeded.
 func TestNewWithoutContextTimeoutWaitsForReadTimeout(t *testing.T) {
+	t.Parallel()
 	mr := miniredis.RunT(t)
 	p := startProxy(t, mr.Addr())
 	const readTimeout = time.Second

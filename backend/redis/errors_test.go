@@ -60,6 +60,7 @@ func everyOp(t *testing.T, l *redislease.Locker, check func(op string, err error
 
 func TestRefusedConnectionIsWrapped(t *testing.T) {
 	testenv.Slow(t)
+	t.Parallel()
 	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialerRetries: 1, DialTimeout: time.Second})
 	defer client.Close()
 	everyOp(t, mustNew(t, client), func(op string, err error) {
@@ -109,6 +110,7 @@ func silentServer(t *testing.T) string {
 }
 
 func TestTimeoutIsWrapped(t *testing.T) {
+	t.Parallel()
 	client := redis.NewClient(&redis.Options{
 		Addr: silentServer(t), MaxRetries: -1, ReadTimeout: 50 * time.Millisecond,
 		Protocol: 2, DisableIdentity: true, // no HELLO/CLIENT SETINFO handshake to wait on
@@ -124,6 +126,7 @@ func TestTimeoutIsWrapped(t *testing.T) {
 }
 
 func TestContextErrorsAreWrapped(t *testing.T) {
+	t.Parallel()
 	_, client, _ := newMiniredis(t)
 	l := mustNew(t, client)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -139,6 +142,7 @@ func TestContextErrorsAreWrapped(t *testing.T) {
 // TestReadOnlyReplicaIsWrapped makes the server answer every command as a
 // read-only replica does.
 func TestReadOnlyReplicaIsWrapped(t *testing.T) {
+	t.Parallel()
 	mr, _, _ := newMiniredis(t)
 	// go-redis retries READONLY (a failover may be under way); do not
 	// wait for that here.
@@ -160,6 +164,7 @@ func TestReadOnlyReplicaIsWrapped(t *testing.T) {
 // TestScriptErrorsAreWrapped plants keys that this package never writes
 // and checks that the scripts' errors come back wrapped.
 func TestScriptErrorsAreWrapped(t *testing.T) {
+	t.Parallel()
 	mr, client, _ := newMiniredis(t)
 	l := mustNew(t, client)
 	ctx := context.Background()
@@ -203,6 +208,7 @@ func TestScriptErrorsAreWrapped(t *testing.T) {
 }
 
 func TestCloseLeavesTheCallersClientOpen(t *testing.T) {
+	t.Parallel()
 	_, client, _ := newMiniredis(t)
 	l := mustNew(t, client)
 	if err := l.Close(); err != nil {

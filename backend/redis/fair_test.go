@@ -38,6 +38,24 @@ func fairTry(t *testing.T, l *redislease.Locker, name, owner string, m driver.Ma
 	return got
 }
 
+// waitServerTime waits until c's server's TIME is past micros (Unix
+// microseconds, as the marks' scores are), failing t if it is not within.
+func waitServerTime(t *testing.T, c *redis.Client, micros float64, within time.Duration) {
+	t.Helper()
+	for deadline := time.Now().Add(within); ; time.Sleep(5 * time.Millisecond) {
+		now, err := c.Time(t.Context()).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if float64(now.UnixMicro()) > micros {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the server's TIME is %d, not yet past %.0f, %s later", now.UnixMicro(), micros, within)
+		}
+	}
+}
+
 // fairAcquires fails t unless m's waiter, as owner, acquires name, and
 // returns its lease.
 func fairAcquires(t *testing.T, l *redislease.Locker, name, owner string, m driver.Mark) lease.Lease {
@@ -92,8 +110,12 @@ func chosenBy(t *testing.T, c *redis.Client, prefix, name string, do func()) str
 // acquiring nothing) with the time the first mark has left; a waiter whose
 // mark lapsed has lost its place and marks again at the back; with the
 // line empty, a release names no one and any waiter gets in.
+//
+// Not parallel, nor its subtests: waiter 0's mark of 50ms must outlive
+// the placing of the five marks after it, each by a Locker of its own
+// through a proxy, which other tests' load can make take longer.
 func TestFairFollowsTheLine(t *testing.T) {
-	eachWatchServer(t, func(t *testing.T, addr, prefix string, newLocker func(string) *redislease.Locker) {
+	watchServersRun(t, false, func(t *testing.T, addr, prefix string, newLocker func(string) *redislease.Locker) {
 		ctx := t.Context()
 		c := newClient(t, addr)
 		const name = "jobs/fair-line"
@@ -121,7 +143,8 @@ func TestFairFollowsTheLine(t *testing.T) {
 		if got := marksOf(t, c, prefix, name); len(got) != n || got[0] != marks[0].Waiter || got[n-1] != marks[n-1].Waiter {
 			t.Fatalf("marks after %d waiters: %q, want them in arrival order", n, got)
 		}
-		time.Sleep(100 * time.Millisecond)
+		// Waiter 0's mark lapses by the server's clock within 100ms.
+		waitServerTime(t, c, scoreOf(t, c, prefix, name, ":lapses", marks[0].Waiter), 100*time.Millisecond)
 		marks[0].Life = fairLife
 
 		order := []int{1, 2, 3, 4, 5, 0}
@@ -171,6 +194,7 @@ func TestFairFollowsTheLine(t *testing.T) {
 // gives up passes the turn to the waiter the fair policy lets in next;
 // having no mark any more, it is turned away if it tries again.
 func TestFairStopWaitingPassesTheTurn(t *testing.T) {
+	t.Parallel()
 	eachWatchServer(t, func(t *testing.T, addr, prefix string, newLocker func(string) *redislease.Locker) {
 		ctx := t.Context()
 		c := newClient(t, addr)
@@ -214,6 +238,7 @@ func TestFairStopWaitingPassesTheTurn(t *testing.T) {
 // Keep, goes to the back of the line; a fair waiter first in line gets
 // the name with Keep and goes to the back too.
 func TestFairHoldsBackOnlyFairWaiters(t *testing.T) {
+	t.Parallel()
 	eachWatchServer(t, func(t *testing.T, addr, prefix string, newLocker func(string) *redislease.Locker) {
 		ctx := t.Context()
 		c := newClient(t, addr)
@@ -275,6 +300,7 @@ func TestFairHoldsBackOnlyFairWaiters(t *testing.T) {
 // is told to the millisecond what the first mark has left, and gets in
 // once it lapses; the marks' keys expire with the last mark.
 func TestFairMarkLivesInMilliseconds(t *testing.T) {
+	t.Parallel()
 	_, c, advance := newMiniredis(t) // its TIME and TTLs stand still until advanced
 	l := mustNew(t, c)
 	defer l.Close()
@@ -336,6 +362,9 @@ func TestFairMarkLivesInMilliseconds(t *testing.T) {
 // TestFairMarkLivesInMillisecondsOnRedis: on the real server, a mark of
 // 100ms holds a fair waiter back until it lapses by Redis's clock, and the
 // marks' keys expire with the last mark.
+//
+// Not parallel: the keys of a mark of 100ms must still be there at the
+// PTTL right after it was placed, which other tests' load can delay.
 func TestFairMarkLivesInMillisecondsOnRedis(t *testing.T) {
 	c, _ := realRedis(t, -1)
 	prefix := randomPrefix("fairms")
@@ -381,9 +410,14 @@ func TestFairMarkLivesInMillisecondsOnRedis(t *testing.T) {
 			t.Fatalf("key %s expires in %s, want within the mark's %s", k, d, a.Life)
 		}
 	}
-	time.Sleep(a.Life + 50*time.Millisecond)
-	if n := c.Exists(ctx, marksKeys...).Val(); n != 0 {
-		t.Fatalf("%d of the marks' keys outlived the last mark", n)
+	for deadline := time.Now().Add(a.Life + 50*time.Millisecond); ; time.Sleep(5 * time.Millisecond) {
+		n := c.Exists(ctx, marksKeys...).Val()
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of the marks' keys outlived the last mark", n)
+		}
 	}
 	if err := l.Release(ctx, held); err != nil {
 		t.Fatal(err)

@@ -55,6 +55,7 @@ func keySlot(key string) uint16 {
 }
 
 func TestKeySlotMatchesSpec(t *testing.T) {
+	t.Parallel()
 	// Examples from the Redis Cluster specification and CLUSTER KEYSLOT.
 	for key, want := range map[string]uint16{
 		"123456789":            0x31C3 % 16384,
@@ -76,6 +77,7 @@ func TestKeySlotMatchesSpec(t *testing.T) {
 // name gets two keys in one hash slot, no key is shared by two names, and
 // no key grows with the name.
 func TestAwkwardNamesMapToOneKeyPairInOneSlot(t *testing.T) {
+	t.Parallel()
 	for _, prefix := range []string{DefaultPrefix, "", "app:*?[x]\x00:"} {
 		l := &store{prefix: prefix}
 		seen := map[string]string{}
@@ -110,6 +112,7 @@ func TestAwkwardNamesMapToOneKeyPairInOneSlot(t *testing.T) {
 // and checks that Redis holds exactly one key pair per name, with the
 // full name inside.
 func TestAwkwardNamesStoredInFull(t *testing.T) {
+	t.Parallel()
 	mr, _, l := newMiniLocker(t)
 	ctx := context.Background()
 	names := awkwardNames()
@@ -134,6 +137,7 @@ func TestAwkwardNamesStoredInFull(t *testing.T) {
 }
 
 func TestWithPrefixRefusesBraces(t *testing.T) {
+	t.Parallel()
 	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	defer client.Close()
 	for _, p := range []string{"{", "}", "a{b}", "x{}"} {

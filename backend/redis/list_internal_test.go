@@ -11,6 +11,7 @@ import (
 // List pipelines EVALSHA, which cannot fall back to EVAL; a script cache
 // flushed between its SCRIPT LOAD and the pipeline must not fail it.
 func TestListSurvivesAFlushedScriptCache(t *testing.T) {
+	t.Parallel()
 	_, client, l := newMiniLocker(t)
 	ctx := context.Background()
 	for _, name := range []string{"job:a", "job:b"} {

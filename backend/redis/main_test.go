@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"flag"
 	"net/url"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -17,7 +19,33 @@ import (
 	"github.com/leasekit/lease/internal/testenv"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	flag.Parse()
+	raiseParallel(minParallel)
+	goleak.VerifyTestMain(m)
+}
+
+// minParallel is how many tests of this package run at once (t.Parallel)
+// unless -parallel says otherwise. go test's default is GOMAXPROCS, two
+// on a 2-CPU machine, but these tests mostly wait: on real ttls, on
+// private servers starting, on failovers and on connections that never
+// answer, not on the CPU. The tests whose assertions are about timing
+// under load do not call t.Parallel, so they run alone.
+const minParallel = 16
+
+// raiseParallel sets -test.parallel to n when the command line did not
+// set it and its default (GOMAXPROCS) is lower.
+func raiseParallel(n int) {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	f := flag.Lookup("test.parallel")
+	if set || f == nil {
+		return
+	}
+	if cur, err := strconv.Atoi(f.Value.String()); err == nil && cur < n {
+		_ = f.Value.Set(strconv.Itoa(n))
+	}
+}
 
 // randomPrefix returns a key prefix no other test run uses.
 func randomPrefix(label string) string {

@@ -16,6 +16,7 @@ import (
 )
 
 func TestSchemesRegistered(t *testing.T) {
+	t.Parallel()
 	for _, s := range []string{"redis", "rediss"} {
 		if !slices.Contains(lease.Schemes(), s) {
 			t.Errorf("scheme %q is not registered: %v", s, lease.Schemes())
@@ -24,6 +25,7 @@ func TestSchemesRegistered(t *testing.T) {
 }
 
 func TestOpenUsesURLOptions(t *testing.T) {
+	t.Parallel()
 	mr := miniredis.RunT(t)
 	ctx := context.Background()
 	l, err := redislease.Open(ctx, "redis://"+mr.Addr()+"/3?prefix=app%3Alease%2F&dial_timeout=2s&max_retries=1&client_name=leasetest")
@@ -50,6 +52,7 @@ func TestOpenUsesURLOptions(t *testing.T) {
 }
 
 func TestLeaseOpenRedis(t *testing.T) {
+	t.Parallel()
 	mr := miniredis.RunT(t)
 	ctx := context.Background()
 	l, err := lease.Open(ctx, "redis://"+mr.Addr()+"?prefix=x:")
@@ -64,6 +67,7 @@ func TestLeaseOpenRedis(t *testing.T) {
 }
 
 func TestOpenRefusesBadURLs(t *testing.T) {
+	t.Parallel()
 	mr := miniredis.RunT(t)
 	ctx := context.Background()
 	for _, raw := range []string{
@@ -88,6 +92,7 @@ func TestOpenRefusesBadURLs(t *testing.T) {
 }
 
 func TestOpenRealRedis(t *testing.T) {
+	t.Parallel()
 	client, raw := realRedis(t, -1)
 	prefix := randomPrefix("open")
 	deleteKeys(t, client, prefix)
@@ -119,6 +124,7 @@ func TestOpenRealRedis(t *testing.T) {
 // such as `invalid port ":Hunter2" after host` for an unescaped '#'.
 func TestOpenErrorsNeverQuoteThePassword(t *testing.T) {
 	testenv.Slow(t)
+	t.Parallel()
 	ctx := context.Background()
 	for _, raw := range []string{
 		"redis://:Hunter2#x@host:6379/0",            // '#' in the password: a fragment, then a bad port

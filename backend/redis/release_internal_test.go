@@ -15,6 +15,7 @@ import (
 // nonces, as go-redis's resends of one call (same nonce) and separate
 // calls (new nonces) do.
 func TestReleaseRecognisesOnlyItsOwnResend(t *testing.T) {
+	t.Parallel()
 	mr, _, l := newMiniLocker(t)
 	ctx := context.Background()
 	held, err := l.Acquire(ctx, "jobs/x", "owner-a", time.Minute)
@@ -63,6 +64,7 @@ func TestReleaseRecognisesOnlyItsOwnResend(t *testing.T) {
 // TestNoncesDiffer checks that Release calls, also concurrent ones, never
 // share a nonce, and that nonces carry this process's random prefix.
 func TestNoncesDiffer(t *testing.T) {
+	t.Parallel()
 	const workers, each = 4, 1000
 	got := make(chan string, workers*each)
 	var wg sync.WaitGroup

@@ -49,6 +49,7 @@ func isReleaseScript(t *testing.T) func(args [][]byte) bool {
 // report the release that its first attempt made, not ErrLost, while a
 // second, separate Release of the lease still reports ErrLost.
 func TestReleaseWhoseReplyIsLost(t *testing.T) {
+	t.Parallel()
 	match := isReleaseScript(t)
 	faultServers(t, func(t *testing.T, s faultServer) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

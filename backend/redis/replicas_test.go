@@ -22,6 +22,7 @@ import (
 // the tenure all the same, and a retried Acquire is re-entrant.
 func TestReplicaAck(t *testing.T) {
 	testenv.Slow(t)
+	t.Parallel()
 	s := testserver.StartSentinel(t, nil)
 	raw := "redis+sentinel://" + strings.Join(s.SentinelAddrs(), ",") + "/0?master_name=" + s.MasterName() + "&wait_replicas=1&wait_timeout=300ms"
 	l, err := redislease.Open(t.Context(), raw)
@@ -73,6 +74,7 @@ func TestReplicaAck(t *testing.T) {
 // TestReplicaAckRefused: WithReplicaAck with bad values, in a URL or in Go,
 // and on a Cluster client, is an error matching ErrInvalid.
 func TestReplicaAckRefused(t *testing.T) {
+	t.Parallel()
 	for _, raw := range []string{
 		"redis://127.0.0.1:6379/0?wait_replicas=0",
 		"redis://127.0.0.1:6379/0?wait_replicas=one",

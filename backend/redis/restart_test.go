@@ -28,6 +28,7 @@ import (
 //     context cancelled with a cause matching ErrLost, and returns.
 func TestRestartWithoutPersistence(t *testing.T) {
 	testenv.Slow(t)
+	t.Parallel()
 	p := testserver.StartRedis(t, nil)
 	ctx := context.Background()
 	l, err := redislease.Open(ctx, p.URL())

@@ -41,6 +41,7 @@ func churn(t *testing.T, l lease.Locker, name string, n int) lease.Lease {
 // the 100 tenures before the flush push the counter past the floor: the
 // token after the flush comes from the clock alone.
 func TestTokenFloorAfterFlushAllMiniredis(t *testing.T) {
+	t.Parallel()
 	mr, client, advance := newMiniredis(t)
 	l := mustNew(t, client)
 	before := churn(t, l, "jobs/flush", 100)
@@ -56,6 +57,7 @@ func TestTokenFloorAfterFlushAllMiniredis(t *testing.T) {
 // TestTokenFloorAfterFlushRedis does the same on the real server, on its
 // own database 15 (FLUSHDB there, so that nothing else is touched).
 func TestTokenFloorAfterFlushRedis(t *testing.T) {
+	t.Parallel()
 	client, _ := realRedis(t, 15)
 	prefix := randomPrefix("flush")
 	deleteKeys(t, client, prefix)
@@ -74,6 +76,7 @@ func TestTokenFloorAfterFlushRedis(t *testing.T) {
 // TestTokenIsFlooredByServerTime checks that a first token is the server's
 // TIME in microseconds, not 1.
 func TestTokenIsFlooredByServerTime(t *testing.T) {
+	t.Parallel()
 	mr, client, _ := newMiniredis(t)
 	mr.SetTime(time.Date(2030, 1, 2, 3, 4, 5, 6000, time.UTC))
 	got := churn(t, mustNew(t, client), "jobs/first", 1)
@@ -117,11 +120,13 @@ func testLargeTokensExact(t *testing.T, client *redis.Client, prefix string) {
 }
 
 func TestLargeTokensExactMiniredis(t *testing.T) {
+	t.Parallel()
 	_, client, _ := newMiniredis(t)
 	testLargeTokensExact(t, client, redislease.DefaultPrefix)
 }
 
 func TestLargeTokensExactRedis(t *testing.T) {
+	t.Parallel()
 	client, _ := realRedis(t, -1)
 	prefix := randomPrefix("bigtoken")
 	deleteKeys(t, client, prefix)
@@ -192,11 +197,13 @@ func testTokenMemoryExpires(t *testing.T, client *redis.Client, prefix string, f
 }
 
 func TestTokenMemoryExpiresMiniredis(t *testing.T) {
+	t.Parallel()
 	_, client, advance := newMiniredis(t)
 	testTokenMemoryExpires(t, client, redislease.DefaultPrefix, func() { advance(time.Millisecond) })
 }
 
 func TestTokenMemoryExpiresRedis(t *testing.T) {
+	t.Parallel()
 	client, _ := realRedis(t, -1)
 	prefix := randomPrefix("memory")
 	deleteKeys(t, client, prefix)
@@ -208,6 +215,7 @@ func TestTokenMemoryExpiresRedis(t *testing.T) {
 // remembers the last one), then lets the key expire and checks that the
 // clock alone keeps them growing.
 func TestTokenMemoryOutlastsClockStepMiniredis(t *testing.T) {
+	t.Parallel()
 	mr, client, advance := newMiniredis(t)
 	l := mustNew(t, client)
 	before := churn(t, l, "jobs/step", 3)

@@ -23,6 +23,7 @@ func TestTopologyURLsFollowDeadlines(t *testing.T) {
 	testenv.Slow(t)
 	const slow = "&read_timeout=30s&write_timeout=30s&max_retries=-1"
 	t.Run("sentinel", func(t *testing.T) {
+		t.Parallel()
 		// No failover while the master is frozen: the calls must end by
 		// their deadlines, not by the sentinels' promoting a replica.
 		s := testserver.StartSentinel(t, &testserver.SentinelOptions{DownAfter: time.Minute})
@@ -30,6 +31,7 @@ func TestTopologyURLsFollowDeadlines(t *testing.T) {
 		checkFrozenStore(t, raw, []*testserver.Process{s.Master()})
 	})
 	t.Run("cluster", func(t *testing.T) {
+		t.Parallel()
 		c := testserver.StartRedisCluster(t, nil)
 		raw := "redis+cluster://" + strings.Join(c.Addrs(), ",") + "?prefix=deadline:" + slow[1:]
 		checkFrozenStore(t, raw, c.Nodes())

@@ -16,6 +16,7 @@ import (
 // TestTopologyURLsRefused: Sentinel and Cluster URLs that cannot work are
 // refused before anything is dialled, with errors that say why.
 func TestTopologyURLsRefused(t *testing.T) {
+	t.Parallel()
 	for raw, want := range map[string]string{
 		"redis+sentinel://h1:26379,h2:26379/0":                         "master_name",
 		"redis+cluster://h1:7000,h2:7001?master_name=m":                "Sentinel URLs",
@@ -41,6 +42,7 @@ func TestTopologyURLsRefused(t *testing.T) {
 // Sentinels name, and follows it through a failover.
 func TestSentinelURL(t *testing.T) {
 	testenv.Slow(t)
+	t.Parallel()
 	s := testserver.StartSentinel(t, nil)
 	raw := "redis+sentinel://" + strings.Join(s.SentinelAddrs(), ",") + "/0?master_name=" + s.MasterName() + "&prefix=sentinel-url:"
 	l, err := lease.Open(t.Context(), raw)
@@ -76,6 +78,7 @@ func TestSentinelURL(t *testing.T) {
 // the cluster's masters.
 func TestClusterURL(t *testing.T) {
 	testenv.Slow(t)
+	t.Parallel()
 	c := testserver.StartRedisCluster(t, nil)
 	raw := "redis+cluster://" + strings.Join(c.Addrs(), ",")
 	l, err := redislease.Open(t.Context(), raw)

@@ -9,6 +9,7 @@ import (
 )
 
 func TestTTLRoundsUpToWholeMilliseconds(t *testing.T) {
+	t.Parallel()
 	for ttl, want := range map[time.Duration]int64{
 		time.Millisecond:                    1,
 		time.Millisecond + time.Nanosecond:  2,
@@ -43,6 +44,7 @@ func TestTTLRoundsUpToWholeMilliseconds(t *testing.T) {
 // TestTokenMemoryAgrees checks that acquire.lua keeps a name's last token
 // for tokenMemory, which the documentation and the tests rely on.
 func TestTokenMemoryAgrees(t *testing.T) {
+	t.Parallel()
 	want := fmt.Sprintf("local TOKEN_MEMORY_MS = %d\n", tokenMemory.Milliseconds())
 	if !strings.Contains(acquireSrc, want) {
 		t.Fatalf("acquire.lua does not say %q", want)

@@ -137,6 +137,7 @@ func drainAll(ws ...changer) {
 // waiter still in line, with the turn watch), so a ForceRelease wakes the
 // other and not it.
 func TestTurnReleaseWakesOnlyTheOldestMark(t *testing.T) {
+	t.Parallel()
 	eachWatchServer(t, func(t *testing.T, addr, prefix string, newLocker func(string) *redislease.Locker) {
 		ctx := t.Context()
 		c := newClient(t, addr)
@@ -189,6 +190,7 @@ func TestTurnReleaseWakesOnlyTheOldestMark(t *testing.T) {
 // has another waiter on the name, moves it to the back (Keep); the
 // Locker's last waiter giving up takes it away.
 func TestTurnWaitingMarks(t *testing.T) {
+	t.Parallel()
 	eachWatchServer(t, func(t *testing.T, addr, prefix string, newLocker func(string) *redislease.Locker) {
 		ctx := t.Context()
 		c := newClient(t, addr)
@@ -296,6 +298,7 @@ func TestTurnWaitingMarks(t *testing.T) {
 // by the server's clock, although it was placed first, wakes the Locker
 // of the next, and drops the lapsed one.
 func TestTurnLapsedMarkIsSkipped(t *testing.T) {
+	t.Parallel()
 	eachWatchServer(t, func(t *testing.T, addr, prefix string, newLocker func(string) *redislease.Locker) {
 		ctx := t.Context()
 		c := newClient(t, addr)
@@ -335,6 +338,7 @@ func TestTurnLapsedMarkIsSkipped(t *testing.T) {
 // loses its mark (a release then chooses the next); when a release had
 // chosen it, its StopWaiting passes the turn on to the next mark.
 func TestTurnStopWaitingPassesTheTurn(t *testing.T) {
+	t.Parallel()
 	eachWatchServer(t, func(t *testing.T, addr, prefix string, newLocker func(string) *redislease.Locker) {
 		ctx := t.Context()
 		c := newClient(t, addr)
@@ -376,6 +380,7 @@ func TestTurnStopWaitingPassesTheTurn(t *testing.T) {
 // waiters' marks gone, as when they lapsed), a release wakes the waiter
 // of every Locker with a turn watch, as it wakes every plain Watch.
 func TestTurnWithoutMarksWakesAll(t *testing.T) {
+	t.Parallel()
 	eachWatchServer(t, func(t *testing.T, addr, prefix string, newLocker func(string) *redislease.Locker) {
 		ctx := t.Context()
 		c := newClient(t, addr)
@@ -436,6 +441,7 @@ return 0`
 // behind another Locker's; the message of a Dequeue by a version with a
 // separate fair queue wakes plain Watches but no waiter.
 func TestTurnMessagesOfOtherVersions(t *testing.T) {
+	t.Parallel()
 	eachWatchServer(t, func(t *testing.T, addr, prefix string, newLocker func(string) *redislease.Locker) {
 		ctx := t.Context()
 		c := newClient(t, addr)
@@ -474,6 +480,7 @@ func TestTurnMessagesOfOtherVersions(t *testing.T) {
 // mark is behind another Locker's still wakes when its pub/sub connection
 // drops: a release meanwhile may have chosen no one.
 func TestTurnWatchWakesOnADroppedConnection(t *testing.T) {
+	t.Parallel()
 	eachWatchServer(t, func(t *testing.T, addr, prefix string, newLocker func(string) *redislease.Locker) {
 		const name = "jobs/turndrop"
 		p := faultproxy.StartT(t, addr)
@@ -493,7 +500,10 @@ func TestTurnWatchWakesOnADroppedConnection(t *testing.T) {
 // (their Lockers closed) leave marks whose keys expire within the marks'
 // life by the server's clock; no key under the prefix lacks an expiry.
 func TestTurnLeavesNothingBehind(t *testing.T) {
-	check := func(t *testing.T, c *redis.Client, prefix string, newLocker func() *redislease.Locker, pass func(time.Duration)) {
+	t.Parallel()
+	// pass lets d pass on the server's clock, or less once gone says the
+	// keys are gone.
+	check := func(t *testing.T, c *redis.Client, prefix string, newLocker func() *redislease.Locker, pass func(d time.Duration, gone func() bool)) {
 		ctx := t.Context()
 		const name = "jobs/behind"
 		holder := newLocker()
@@ -535,7 +545,9 @@ func TestTurnLeavesNothingBehind(t *testing.T) {
 				t.Fatalf("key %s expires in %s, after the marks' life (%s)", k, d, life)
 			}
 		}
-		pass(life + 100*time.Millisecond)
+		pass(life+100*time.Millisecond, func() bool {
+			return c.Exists(ctx, keyOf(prefix, name, ":marks"), keyOf(prefix, name, ":lapses")).Val() == 0
+		})
 		for _, suffix := range []string{":marks", ":lapses"} {
 			if n := c.Exists(ctx, keyOf(prefix, name, suffix)).Val(); n != 0 {
 				t.Fatalf("key %s outlived its marks", suffix)
@@ -546,15 +558,17 @@ func TestTurnLeavesNothingBehind(t *testing.T) {
 		}
 	}
 	t.Run("miniredis", func(t *testing.T) {
+		t.Parallel()
 		mr := miniredis.RunT(t)
 		c := newClient(t, mr.Addr())
 		check(t, c, "lease:", func() *redislease.Locker {
 			l := mustNew(t, c)
 			t.Cleanup(func() { _ = l.Close() })
 			return l
-		}, mr.FastForward)
+		}, func(d time.Duration, _ func() bool) { mr.FastForward(d) })
 	})
 	t.Run("redis", func(t *testing.T) {
+		t.Parallel()
 		c, _ := realRedis(t, -1)
 		prefix := randomPrefix("behind")
 		deleteKeys(t, c, prefix)
@@ -562,7 +576,11 @@ func TestTurnLeavesNothingBehind(t *testing.T) {
 			l := mustNew(t, c, redislease.WithPrefix(prefix))
 			t.Cleanup(func() { _ = l.Close() })
 			return l
-		}, time.Sleep)
+		}, func(d time.Duration, gone func() bool) {
+			for deadline := time.Now().Add(d); !gone() && time.Now().Before(deadline); {
+				time.Sleep(5 * time.Millisecond)
+			}
+		})
 	})
 }
 
@@ -570,6 +588,7 @@ func TestTurnLeavesNothingBehind(t *testing.T) {
 // Redis Cluster, and a release there wakes only the chosen Locker.
 func TestTurnOnCluster(t *testing.T) {
 	testenv.Slow(t)
+	t.Parallel()
 	cl := testserver.StartRedisCluster(t, nil)
 	raw := "redis+cluster://" + strings.Join(cl.Addrs(), ",")
 	open := func() *redislease.Locker {
@@ -612,6 +631,7 @@ func TestTurnOnCluster(t *testing.T) {
 // and no mark (its turn watch stops); the subscription stays, and a new
 // Watch of the name uses it without a command and hears releases.
 func TestWatchStopSendsNothing(t *testing.T) {
+	t.Parallel()
 	eachWatchServer(t, func(t *testing.T, addr, prefix string, newLocker func(string) *redislease.Locker) {
 		ctx := t.Context()
 		c := newClient(t, addr)
@@ -677,6 +697,7 @@ func TestWatchStopSendsNothing(t *testing.T) {
 // message on an idle subscription wakes nothing.
 func TestWatchIdleSubscriptionsGo(t *testing.T) {
 	testenv.Slow(t)
+	t.Parallel()
 	eachWatchServer(t, func(t *testing.T, addr, prefix string, newLocker func(string) *redislease.Locker) {
 		ctx := t.Context()
 		c := newClient(t, addr)
@@ -715,6 +736,7 @@ func TestWatchIdleSubscriptionsGo(t *testing.T) {
 // TestWatchIdleSubscriptionsAreBounded: beyond the bound, the oldest idle
 // subscriptions go at once, and the newer ones stay.
 func TestWatchIdleSubscriptionsAreBounded(t *testing.T) {
+	t.Parallel()
 	eachWatchServer(t, func(t *testing.T, addr, prefix string, newLocker func(string) *redislease.Locker) {
 		ctx := t.Context()
 		c := newClient(t, addr)
@@ -745,6 +767,7 @@ func TestWatchIdleSubscriptionsAreBounded(t *testing.T) {
 // line, and a fair one fails at once with errors.ErrUnsupported, as
 // lease.Run with WithFairWait does, without acquiring the name.
 func TestTurnWatchOnRingIsUnsupported(t *testing.T) {
+	t.Parallel()
 	mr := miniredis.RunT(t)
 	plain := mustNew(t, newClient(t, mr.Addr()), redislease.WithPrefix("plain:"))
 	defer plain.Close()
@@ -812,6 +835,7 @@ func TestTurnWatchOnRingIsUnsupported(t *testing.T) {
 // stands still (within one microsecond, or a clock stepped back) still
 // line up in the order they came, not by waiter ID.
 func TestTurnMarksKeepTheirOrder(t *testing.T) {
+	t.Parallel()
 	_, c, _ := newMiniredis(t) // its TIME stands still until advanced
 	const name = "jobs/order"
 	holder := mustNew(t, c)

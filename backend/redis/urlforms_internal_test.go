@@ -13,6 +13,7 @@ import (
 // and both topologies' clients follow context deadlines
 // (ContextTimeoutEnabled), as Open's single-server client does.
 func TestTopologyURLOptions(t *testing.T) {
+	t.Parallel()
 	u, err := url.Parse("rediss+sentinel://app:pw@h1:26379,h2:26380/3?master_name=m&sentinel_username=s&sentinel_password=spw&dial_timeout=2s&read_timeout=3s&pool_size=7&client_name=x&skip_verify=true")
 	if err != nil {
 		t.Fatal(err)

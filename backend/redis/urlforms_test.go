@@ -18,6 +18,7 @@ import (
 // addr=) on a redis:// URL are refused with the form that works, and no
 // error of Open or lease.Open shows a password, the Sentinels' included.
 func TestURLFormsOfOtherClients(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	for raw, want := range map[string]string{
 		"redis://u:Hunter2@h1:26379/0?master_name=m&addr=h2:26379":              "addr=",
@@ -99,6 +100,7 @@ func cycle(t *testing.T, raw string) {
 // on the master the Sentinels name.
 func TestSentinelURLCycle(t *testing.T) {
 	testenv.Slow(t)
+	t.Parallel()
 	s := testserver.StartSentinel(t, nil)
 	cycle(t, "redis+sentinel://"+strings.Join(s.SentinelAddrs(), ",")+"/2?master_name="+s.MasterName()+
 		"&prefix=url-cycle:&dial_timeout=2s&read_timeout=2s&pool_size=4&client_name=lease-url-test")
@@ -108,6 +110,7 @@ func TestSentinelURLCycle(t *testing.T) {
 // one node (the client finds the others) and through one that names all.
 func TestClusterURLCycle(t *testing.T) {
 	testenv.Slow(t)
+	t.Parallel()
 	c := testserver.StartRedisCluster(t, nil)
 	cycle(t, "redis+cluster://"+c.Addrs()[0]+"?prefix=url-cycle-one:")
 	cycle(t, "redis+cluster://"+strings.Join(c.Addrs(), ",")+"?prefix=url-cycle:&dial_timeout=2s&max_retries=5")

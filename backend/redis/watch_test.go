@@ -38,10 +38,20 @@ var watchServers = []watchServer{
 }
 
 // eachWatchServer runs f on every watch server with a Locker under a
-// fresh prefix (closed when the subtest ends) and the server's address.
+// fresh prefix (closed when the subtest ends) and the server's address,
+// the servers' subtests in parallel.
 func eachWatchServer(t *testing.T, f func(t *testing.T, addr, prefix string, newLocker func(addr string) *redislease.Locker)) {
+	watchServersRun(t, true, f)
+}
+
+// watchServersRun is eachWatchServer, with the servers' subtests in
+// parallel or one after the other.
+func watchServersRun(t *testing.T, parallel bool, f func(t *testing.T, addr, prefix string, newLocker func(addr string) *redislease.Locker)) {
 	for _, s := range watchServers {
 		t.Run(s.name, func(t *testing.T) {
+			if parallel {
+				t.Parallel()
+			}
 			addr := s.addr(t)
 			prefix := randomPrefix("watch")
 			deleteKeys(t, newClient(t, addr), prefix)
@@ -105,6 +115,7 @@ func waitNumsub(t *testing.T, c *redis.Client, channel string, want int64) {
 // TestWatchWakesOnRelease: Release and ForceRelease publish on the name's
 // channel, and a Watch hears it; a Renew does not wake it.
 func TestWatchWakesOnRelease(t *testing.T) {
+	t.Parallel()
 	eachWatchServer(t, func(t *testing.T, addr, prefix string, newLocker func(string) *redislease.Locker) {
 		l := newLocker(addr)
 		ctx := t.Context()
@@ -146,9 +157,10 @@ func TestWatchWakesOnRelease(t *testing.T) {
 // TestWatchSubscriptionsAreCounted: Watches of one Locker share one
 // subscription per name, which stays (idle) after the last Watch on it
 // stopped, for the next Watch of the name; Stop, the end of a Watch's
-// context and Close leave no goroutine.
+// context and Close leave no goroutine. Not parallel, nor its subtests:
+// goleak.Find sees every goroutine of the process, other tests' too.
 func TestWatchSubscriptionsAreCounted(t *testing.T) {
-	eachWatchServer(t, func(t *testing.T, addr, prefix string, newLocker func(string) *redislease.Locker) {
+	watchServersRun(t, false, func(t *testing.T, addr, prefix string, newLocker func(string) *redislease.Locker) {
 		before := goleak.IgnoreCurrent()
 		c := newClient(t, addr)
 		l := newLocker(addr)
@@ -217,6 +229,7 @@ func TestWatchSubscriptionsAreCounted(t *testing.T) {
 // heard, so the Watch wakes again once it has subscribed on a new
 // connection.
 func TestWatchSurvivesADroppedConnection(t *testing.T) {
+	t.Parallel()
 	eachWatchServer(t, func(t *testing.T, addr, prefix string, newLocker func(string) *redislease.Locker) {
 		ctx := t.Context()
 		p := faultproxy.StartT(t, addr)
@@ -261,6 +274,7 @@ func TestWatchSurvivesADroppedConnection(t *testing.T) {
 // cannot come.
 func TestWatchWakesWhenThePubSubGoesSilent(t *testing.T) {
 	testenv.Slow(t)
+	t.Parallel()
 	eachWatchServer(t, func(t *testing.T, addr, prefix string, newLocker func(string) *redislease.Locker) {
 		ctx := t.Context()
 		p := faultproxy.StartT(t, addr)
@@ -329,6 +343,7 @@ func (h *handoff) Acquire(ctx context.Context, name, owner string, ttl time.Dura
 // away and the holder's expiry a minute; the waiter's next Acquire (the
 // one that wins) comes before either, which only a wake-up explains.
 func TestRunWaitingHandsOverOnRelease(t *testing.T) {
+	t.Parallel()
 	eachWatchServer(t, func(t *testing.T, addr, prefix string, newLocker func(string) *redislease.Locker) {
 		l := newLocker(addr)
 		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
