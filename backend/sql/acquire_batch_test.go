@@ -20,6 +20,7 @@ import (
 // the others are told it holds it. On PostgreSQL and MariaDB every one of
 // them waits in the queue, so they go in batches (SQLite sends each alone).
 func TestBatchedAcquiresGiveSingleAnswers(t *testing.T) {
+	t.Parallel()
 	allStores(t, func(t *testing.T, s *testStore) {
 		ctx := context.Background()
 		l := s.openLocker(t, WithPoolSize(8, 2))
@@ -151,6 +152,7 @@ func TestBatchedAcquiresGiveSingleAnswers(t *testing.T) {
 // exactly one winner. Without the sharing (PostgreSQL's rule: only while
 // every acquire slot is taken) they would each go alone, and never wait.
 func TestMariaDBAcquiresShareStatements(t *testing.T) {
+	t.Parallel()
 	s := mysqlStore(t)
 	var c counter
 	db := countingDB(t, s, &c)

@@ -19,6 +19,7 @@ const clockSlack = time.Second
 // same from Renew, re-entrant Acquire, Inspect, List and ForceRelease, and
 // new for a new tenure.
 func TestAcquiredIsTheTenuresStart(t *testing.T) {
+	t.Parallel()
 	allStores(t, func(t *testing.T, s *testStore) {
 		t.Run("returning", func(t *testing.T) { checkAcquired(t, s.newLocker(t)) })
 		if s.dialect == MySQL {

@@ -135,6 +135,7 @@ func outcomeClass(err error) string {
 // statement (several statements), and on MySQL with the one-at-a-time
 // path of servers without JSON_TABLE.
 func TestRenewBatchMatchesRenew(t *testing.T) {
+	t.Parallel()
 	allStores(t, func(t *testing.T, s *testStore) {
 		t.Run("one-statement", func(t *testing.T) { checkBatchMatchesRenew(t, s, func(*Locker) {}) })
 		t.Run("chunks-of-3", func(t *testing.T) { checkBatchMatchesRenew(t, s, func(l *Locker) { setBatchChunk(l, 3) }) })
@@ -248,10 +249,15 @@ func checkBatchMatchesRenew(t *testing.T, s *testStore, tweak func(*Locker)) {
 	}
 }
 
-// acquireMany acquires n names under prefix for owner, a few at a time.
+// acquireMany acquires n names under prefix for owner, a few at a time
+// (one at a time on SQLite, which lets one connection write at a time:
+// more would only wait in its busy handler, and take longer).
 func acquireMany(t testing.TB, l lease.Locker, prefix, owner string, n int) []lease.Lease {
 	t.Helper()
-	const workers = 16
+	workers := 16
+	if sl, ok := l.(*Locker); ok && sl.Dialect() == SQLite {
+		workers = 1
+	}
 	out := make([]lease.Lease, n)
 	errs := make([]error, n)
 	var next atomic.Int64
@@ -290,6 +296,7 @@ func renewRequests(ls []lease.Lease, ttl time.Duration) []lease.RenewRequest {
 // dialect, each in a transaction of its own on MySQL, which adds a read
 // only to the transactions whose chunk had a tenure that was not renewed.
 func TestRenewBatchRoundTrips(t *testing.T) {
+	t.Parallel()
 	allStores(t, func(t *testing.T, s *testStore) {
 		ctx := context.Background()
 		var c counter
@@ -365,6 +372,7 @@ func isBatchStatement(q string) bool {
 // are reported (and were made), and the rest have the store's error and
 // were left as they were.
 func TestRenewBatchFailureIsNotLost(t *testing.T) {
+	t.Parallel()
 	allStores(t, func(t *testing.T, s *testStore) {
 		ctx := context.Background()
 		for _, failAt := range []int{1, 2} {
@@ -441,6 +449,7 @@ func TestRenewBatchFailureIsNotLost(t *testing.T) {
 // TestMySQLJSONTableVersions checks which MySQL-dialect servers RenewBatch
 // takes to have JSON_TABLE.
 func TestMySQLJSONTableVersions(t *testing.T) {
+	t.Parallel()
 	for v, want := range map[string]bool{
 		"10.11.19-MariaDB-0+deb12u1": true,
 		"10.6.0-MariaDB":             true,
@@ -468,6 +477,7 @@ func TestMySQLJSONTableVersions(t *testing.T) {
 // (statements, plus BEGIN and COMMIT of each transaction) and the time.
 // It asserts only that every renewal succeeded.
 func TestRenewBatchScale(t *testing.T) {
+	t.Parallel()
 	n, _ := strconv.Atoi(os.Getenv("LEASE_SQL_SCALE"))
 	if n <= 0 {
 		t.Skip("set LEASE_SQL_SCALE=N to renew N leases per dialect")

@@ -18,6 +18,7 @@ func errorsAs(err error, target any) bool { return errors.As(err, target) }
 // missing table, that the lookup sent no failing statement, and that with
 // WithoutAutoCreate a missing table is a clear error and stays missing.
 func TestAutoCreateAsksTheCatalog(t *testing.T) {
+	t.Parallel()
 	allStores(t, func(t *testing.T, s *testStore) {
 		ctx := context.Background()
 		table := randomTable()
@@ -77,6 +78,7 @@ func TestAutoCreateAsksTheCatalog(t *testing.T) {
 // TestSchemaIsWhatAutoCreateRuns checks that the exported DDL, run by the
 // user, makes a table a Locker with WithoutAutoCreate can use.
 func TestSchemaIsWhatAutoCreateRuns(t *testing.T) {
+	t.Parallel()
 	allStores(t, func(t *testing.T, s *testStore) {
 		table := randomTable()
 		ddl, err := Schema(s.dialect, table)
@@ -101,6 +103,7 @@ func TestSchemaIsWhatAutoCreateRuns(t *testing.T) {
 // then creates and uses a Locker (auto-creating its table) on the same
 // pool, and checks the transaction still works and commits.
 func TestCallersTransactionIsLeftIntact(t *testing.T) {
+	t.Parallel()
 	allStores(t, func(t *testing.T, s *testStore) {
 		ctx := context.Background()
 		tx, err := s.db.BeginTx(ctx, nil)
@@ -141,6 +144,7 @@ func TestCallersTransactionIsLeftIntact(t *testing.T) {
 // *sql.DB, 32 goroutines contending for the same names. Every Acquire
 // must be a win or ErrHeld, never "database is locked".
 func TestSQLiteTwoPoolsOneFile(t *testing.T) {
+	t.Parallel()
 	s := sqliteStore(t)
 	lockers := []*Locker{s.openLocker(t), s.openLocker(t)}
 	if lockers[0].s.db == lockers[1].s.db {
@@ -193,6 +197,7 @@ func TestSQLiteTwoPoolsOneFile(t *testing.T) {
 // TestClosedPool checks that a pool the caller closed gives a clear,
 // wrapped error, never ErrHeld, ErrLost or ErrNotHeld.
 func TestClosedPool(t *testing.T) {
+	t.Parallel()
 	allStores(t, func(t *testing.T, s *testStore) {
 		db := countingDB(t, s, &counter{})
 		l, err := New(db, WithTable(s.table))
@@ -230,6 +235,7 @@ func TestClosedPool(t *testing.T) {
 // TestCloseLeavesTheCallersPoolOpen checks that Close of a Locker from New
 // does not close the caller's pool, and Close of one from Open does.
 func TestCloseLeavesTheCallersPoolOpen(t *testing.T) {
+	t.Parallel()
 	s := sqliteStore(t)
 	l := s.newLocker(t)
 	if err := l.Close(); err != nil {
@@ -251,6 +257,7 @@ func TestCloseLeavesTheCallersPoolOpen(t *testing.T) {
 // TestInvalidTable checks that a bad table name is refused before any SQL
 // is built, by New, Open and Schema.
 func TestInvalidTable(t *testing.T) {
+	t.Parallel()
 	s := sqliteStore(t)
 	for _, bad := range []string{"", "1leases", "leases; DROP TABLE x", `"leases"`, "a.b.c", "le-ases", strings.Repeat("x", 64), "lease s"} {
 		if _, err := New(s.db, WithTable(bad)); !errors.Is(err, lease.ErrInvalid) {
@@ -277,6 +284,7 @@ func TestInvalidTable(t *testing.T) {
 // checks the next tenure still gets a larger token, and that held names
 // are kept.
 func TestCleanupKeepsTokenOrder(t *testing.T) {
+	t.Parallel()
 	allStores(t, func(t *testing.T, s *testStore) {
 		ctx := context.Background()
 		l := s.newLocker(t)

@@ -18,6 +18,7 @@ import (
 // tuple and no transaction ID, while its answer still names the holder
 // and its remaining time.
 func TestBusyAcquireWritesNothingPostgres(t *testing.T) {
+	t.Parallel()
 	s := postgresStore(t)
 	l := s.newLocker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -67,6 +68,7 @@ func TestBusyAcquireWritesNothingPostgres(t *testing.T) {
 // on conflict, writes nothing, and is sent again; the answer names the
 // holder that committed.
 func TestAcquireOvertakenPostgres(t *testing.T) {
+	t.Parallel()
 	s := postgresStore(t)
 	l := s.newLocker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -121,7 +123,8 @@ WHERE wait_event_type = 'Lock' AND query LIKE '%cur AS MATERIALIZED%' AND query 
 // transaction) that still names the holder and its time, until the
 // holder releases (then a SELECT and the takeover, which acquires) or its
 // time is up (then the takeover alone). The holder's own Acquire is
-// always the takeover.
+// always the takeover. Not parallel: a 300ms tenure must still be held
+// at the next call.
 func TestBusyAcquireReadsFirstMySQL(t *testing.T) {
 	s := mysqlStore(t)
 	for _, mysql8 := range []bool{false, true} {

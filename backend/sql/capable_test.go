@@ -18,6 +18,7 @@ import (
 // driver.Watcher and driver.TurnWatcher, and every Locker lists,
 // force-releases and renews in batches.
 func TestCanSaysWhatTheStoreCan(t *testing.T) {
+	t.Parallel()
 	check := func(t *testing.T, l *Locker, watches bool) {
 		t.Helper()
 		for _, when := range []string{"before", "after"} {
@@ -58,7 +59,8 @@ func TestCanSaysWhatTheStoreCan(t *testing.T) {
 // once with an error matching errors.ErrUnsupported that names
 // WithFairWait, without acquiring: it sends no statement, fn does not
 // run, and the name stays free; on a held name it does not wait. On a
-// PostgreSQL Locker with a Listener it runs fn.
+// PostgreSQL Locker with a Listener it runs fn. Not parallel: "at once"
+// is a bound of 500ms.
 func TestFairWaitNeedsALine(t *testing.T) {
 	refused := func(t *testing.T, s *testStore, opts ...Option) {
 		var c counter

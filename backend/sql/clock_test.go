@@ -15,6 +15,9 @@ import (
 // query, and that HeldError.Remaining is measured against that clock too.
 // (TestStatementsPerOperation checks that no statement carries a time from
 // the application's clock, so skewing that clock cannot change anything.)
+// Not parallel (nor TestSessionTimeZoneChangesNothing): it holds the
+// database's Expires to within a second of this machine's clock, read
+// after the Acquire and a query.
 func TestExpiresIsTheDatabaseClock(t *testing.T) {
 	allStores(t, func(t *testing.T, s *testStore) {
 		checkDBClock(t, s, s.newLocker(t))

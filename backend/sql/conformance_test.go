@@ -17,6 +17,10 @@ import (
 // lock. On the 2-CPU CI machine, loaded by other packages' tests, 100ms
 // and then 250ms were occasionally too short for lease.Run to renew
 // within the ttl (a renewal every ttl/3 came more than 160ms late).
+//
+// So the suites are not parallel tests: each runs alone, before the
+// parallel tests start, its cases side by side (testParallel at a
+// time).
 const conformanceTTL = 500 * time.Millisecond
 
 // TestConformanceSQLite runs the suite on a SQLite file, each Locker with

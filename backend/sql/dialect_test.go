@@ -11,6 +11,7 @@ import (
 // TestDialectDetection checks that New recognises the drivers by the
 // package of their type, without importing them.
 func TestDialectDetection(t *testing.T) {
+	t.Parallel()
 	s := sqliteStore(t)
 	if d := s.newLocker(t).Dialect(); d != SQLite {
 		t.Errorf("SQLite pool detected as %v", d)
@@ -52,6 +53,7 @@ func TestDialectDetection(t *testing.T) {
 // matching ErrInvalid that points at WithDialect, and that WithDialect
 // then works.
 func TestUnknownDriver(t *testing.T) {
+	t.Parallel()
 	db := sql.OpenDB(noConnector{})
 	defer db.Close()
 	_, err := New(db)

@@ -59,6 +59,7 @@ func isFree(t *testing.T, l *Locker, name, after string) {
 // then the next. A plain AcquireOrWait or Acquire is not held back, and
 // a holder re-enters whatever the line.
 func TestFairWaitsItsTurn(t *testing.T) {
+	t.Parallel()
 	s := postgresStore(t)
 	var c counter
 	l, err := New(countingDB(t, s, &c), s.baseOptions()...)
@@ -168,6 +169,7 @@ func TestFairWaitsItsTurn(t *testing.T) {
 // Mark lives have millisecond precision (rounded up): the lapse is the
 // statement's now plus the life.
 func TestFairLineIsLiveMarks(t *testing.T) {
+	t.Parallel()
 	s := postgresStore(t)
 	l := s.newLocker(t)
 	ctx := t.Context()
@@ -236,6 +238,7 @@ func TestFairLineIsLiveMarks(t *testing.T) {
 // other, and the line moves: the next fair waiter acquires. With no mark
 // left, giving up wakes every turn watch, as a release with no mark does.
 func TestFairStopWaitingPassesTheTurn(t *testing.T) {
+	t.Parallel()
 	s := postgresStore(t)
 	l := s.newLocker(t)
 	ctx := t.Context()
@@ -297,6 +300,7 @@ func TestFairStopWaitingPassesTheTurn(t *testing.T) {
 // takeover statement (which knows no line), so it still waits behind the
 // first mark.
 func TestFairAcquireOrWaitIsNotBatched(t *testing.T) {
+	t.Parallel()
 	s := postgresStore(t)
 	l := s.openLocker(t, WithPoolSize(8, 2))
 	ctx := t.Context()

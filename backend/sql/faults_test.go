@@ -56,6 +56,7 @@ func timed(fn func(ctx context.Context) error) (time.Duration, error) {
 // TestSetupWaitEndsWithContext checks that a call waiting for another
 // call's setup (the catalog check, here on a server that never answers)
 // gives up when its own context ends, not when the other call's does.
+// Not parallel: it bounds how late after its deadline the call returns.
 func TestSetupWaitEndsWithContext(t *testing.T) {
 	cfg, err := pgx.ParseConfig("postgres://app@" + sqltest.Silent(t) + "/db?sslmode=disable")
 	if err != nil {
@@ -76,7 +77,13 @@ func TestSetupWaitEndsWithContext(t *testing.T) {
 		_, err := l.Acquire(long, "a", "owner", time.Minute)
 		first <- err
 	}()
-	time.Sleep(50 * time.Millisecond) // let the first call start setting up
+	// Wait, bounded, until the first call is setting up (holds the setup
+	// slot), so that the second waits for it.
+	for deadline := time.Now().Add(5 * time.Second); len(l.s.setupSlot) == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the first call did not start setting up within 5s")
+		}
+	}
 	elapsed, err := timed(func(ctx context.Context) error {
 		_, err := l.Inspect(ctx, "a")
 		return err
@@ -141,9 +148,13 @@ func warmLocker(t *testing.T, s *testStore, names ...string) *Locker {
 // its context's deadline with a context error (issue 9: every call
 // returns by its deadline), and that a Release whose reply was lost is a
 // timeout, not ErrLost, though the database did release the tenure.
+// Not parallel, since it bounds how late after its deadline each call
+// returns: it runs before the parallel tests, its two dialects (which
+// only wait) side by side.
 func TestCallsEndWithContextWhenRepliesStop(t *testing.T) {
 	for _, fs := range faultStores {
 		t.Run(fs.name, func(t *testing.T) {
+			t.Parallel()
 			s, proxy := fs.through(t)
 			l := warmLocker(t, s, "held", "other")
 			ctx := context.Background()
@@ -192,8 +203,10 @@ func TestCallsEndWithContextWhenRepliesStop(t *testing.T) {
 // find the tenure gone and report ErrLost: the Release must return the
 // driver's error instead, at once, and the tenure must be released.
 func TestLostReleaseReplyIsNotLost(t *testing.T) {
+	t.Parallel()
 	for _, fs := range faultStores {
 		t.Run(fs.name, func(t *testing.T) {
+			t.Parallel()
 			s, proxy := fs.through(t)
 			s.db.SetMaxOpenConns(2) // room for a resend on a new connection
 			l := warmLocker(t, s, "held")
@@ -229,7 +242,9 @@ func TestLostReleaseReplyIsNotLost(t *testing.T) {
 // TestOperationsOnSilentServer checks that each operation of a Locker on
 // a pool whose server accepts connections and never answers returns by
 // its context's deadline: here the first statement never gets a
-// connection, so setup is what must give up.
+// connection, so setup is what must give up. Not parallel, since it
+// bounds how late after its deadline each call returns: it runs before
+// the parallel tests, its two dialects (which only wait) side by side.
 func TestOperationsOnSilentServer(t *testing.T) {
 	testenv.Slow(t)
 	addr := sqltest.Silent(t)
@@ -246,6 +261,7 @@ func TestOperationsOnSilentServer(t *testing.T) {
 		// selects no subtest would leave the pools' goroutines behind.
 		t.Cleanup(func() { _ = db.Close() })
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			l, err := New(db)
 			if err != nil {
 				t.Fatal(err)

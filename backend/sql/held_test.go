@@ -12,6 +12,7 @@ import (
 // memory never grows past maxHeldNames, dropping the names whose time is
 // up first.
 func TestHeldNames(t *testing.T) {
+	t.Parallel()
 	var h heldNames
 	if h.heldFrom("a", "x") {
 		t.Fatal("an empty memory reports a name held")

@@ -151,11 +151,13 @@ func dropTable(db *sql.DB, d Dialect, table string) error {
 	return nil
 }
 
-// allStores runs fn once per available dialect as a subtest.
+// allStores runs fn once per available dialect as a subtest. The
+// subtests run in parallel: each has a store of its own (a file, a
+// table).
 func allStores(t *testing.T, fn func(t *testing.T, s *testStore)) {
-	t.Run("sqlite", func(t *testing.T) { fn(t, sqliteStore(t)) })
-	t.Run("postgresql", func(t *testing.T) { fn(t, postgresStore(t)) })
-	t.Run("mysql", func(t *testing.T) { fn(t, mysqlStore(t)) })
+	t.Run("sqlite", func(t *testing.T) { t.Parallel(); fn(t, sqliteStore(t)) })
+	t.Run("postgresql", func(t *testing.T) { t.Parallel(); fn(t, postgresStore(t)) })
+	t.Run("mysql", func(t *testing.T) { t.Parallel(); fn(t, mysqlStore(t)) })
 }
 
 // newLocker returns a Locker on s's pool and table, closed with t.

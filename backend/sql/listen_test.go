@@ -107,6 +107,7 @@ func drain(w lease.Watch) {
 // Locker watches the name (its listening connection holds the name's
 // watch lock), so releases nobody waits for do not serialize their commits.
 func TestReleaseNotifiesOnlyWatchedNames(t *testing.T) {
+	t.Parallel()
 	s := postgresStore(t)
 	l := s.newLocker(t)
 	setLinger(l, 0, maxLingering) // watch locks go as their watches stop
@@ -200,6 +201,7 @@ func TestReleaseNotifiesOnlyWatchedNames(t *testing.T) {
 // TestWatchAcrossLockers: a release by another Locker (another process's)
 // wakes the watch, and many watches of one name share one watch lock.
 func TestWatchAcrossLockers(t *testing.T) {
+	t.Parallel()
 	s := postgresStore(t)
 	a, b := s.openLocker(t), s.openLocker(t)
 	ctx := t.Context()
@@ -234,6 +236,7 @@ func TestWatchAcrossLockers(t *testing.T) {
 // cut, every watch wakes at once (a release may have gone unheard), the
 // Locker connects again, and the next release wakes the watch as before.
 func TestWatchSurvivesADroppedConnection(t *testing.T) {
+	t.Parallel()
 	s := postgresStore(t)
 	l := s.newLocker(t)
 	ctx := t.Context()
@@ -270,6 +273,7 @@ func TestWatchSurvivesADroppedConnection(t *testing.T) {
 // give their watch locks back once they have lingered, and Close closes
 // the listening connection.
 func TestStoppedWatchesLeaveNothing(t *testing.T) {
+	t.Parallel()
 	s := postgresStore(t)
 	l := s.newLocker(t)
 	setLinger(l, 200*time.Millisecond, maxLingering)
@@ -321,6 +325,7 @@ func TestStoppedWatchesLeaveNothing(t *testing.T) {
 // TestWithListenerNeedsPostgres: other dialects refuse a Listener, and a
 // Locker without one cannot watch (lease.Run polls it).
 func TestWithListenerNeedsPostgres(t *testing.T) {
+	t.Parallel()
 	s := sqliteStore(t)
 	if _, err := New(s.db, WithListener(&testListener{})); !errors.Is(err, lease.ErrInvalid) || !contains(err, "PostgreSQL") {
 		t.Fatalf("WithListener on SQLite: %v, want ErrInvalid naming PostgreSQL", err)
@@ -341,6 +346,7 @@ func TestWithListenerNeedsPostgres(t *testing.T) {
 // the function that unregisters it. That must not race with Stop's read
 // of it (go test -race), and the watch ends either way.
 func TestWatchWhoseContextEndsAsItIsReady(t *testing.T) {
+	t.Parallel()
 	s := postgresStore(t)
 	l := s.openLocker(t)
 	first, err := l.Watch(t.Context(), "ready")

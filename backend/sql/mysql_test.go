@@ -16,6 +16,7 @@ import (
 // prepared on the server) and with clientFoundRows on: Renew's
 // LAST_INSERT_ID and Release's affected-row count must read the same.
 func TestMySQLPreparedStatements(t *testing.T) {
+	t.Parallel()
 	s := mysqlStore(t)
 	for _, foundRows := range []bool{false, true} {
 		cfg := mysqlConfig(t, testenv.Lookup(t, "LEASE_TEST_MYSQL"))

@@ -16,6 +16,7 @@ import (
 // and by WithPoolSize, that bad sizes are refused, and that New, whose
 // pool is the caller's, refuses the option and leaves the pool alone.
 func TestWithPoolSize(t *testing.T) {
+	t.Parallel()
 	s := sqliteStore(t)
 	l := s.openLocker(t)
 	if got := l.s.db.Stats().MaxOpenConnections; got != DefaultMaxOpenConns {
@@ -43,6 +44,7 @@ func TestWithPoolSize(t *testing.T) {
 // least two, out of reach of Acquire; an unbounded or tiny pool is not
 // bounded further.
 func TestAcquireSlots(t *testing.T) {
+	t.Parallel()
 	for maxOpen, want := range map[int]int{0: 0, 1: 0, 2: 0, 3: 1, 8: 6, 16: 14, 32: 28, 64: 56} {
 		if got := cap(acquireSlots(maxOpen)); got != want {
 			t.Errorf("a pool of %d connections lets %d Acquires run at once; want %d", maxOpen, got, want)
@@ -55,6 +57,7 @@ func TestAcquireSlots(t *testing.T) {
 // Acquire waiting for its turn ends with its context, as a store error;
 // and a Release takes the same turns.
 func TestBurstOfAcquiresLeavesConnections(t *testing.T) {
+	t.Parallel()
 	allStores(t, func(t *testing.T, s *testStore) {
 		l := s.openLocker(t, WithPoolSize(8, 8))
 		ctx := context.Background()

@@ -32,6 +32,7 @@ func TestSQLiteTwoProcesses(t *testing.T) {
 	if os.Getenv(childEnv) != "" {
 		t.Skip("running as the child process")
 	}
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "shared.db")
 	// Create the table first so both processes start on equal terms.
 	first, err := openFile(path)

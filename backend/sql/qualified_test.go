@@ -12,6 +12,7 @@ import (
 // TestSchemaQualifiedTable runs every operation on a table named with its
 // schema (main. on SQLite, public. on PostgreSQL, the database on MySQL).
 func TestSchemaQualifiedTable(t *testing.T) {
+	t.Parallel()
 	allStores(t, func(t *testing.T, s *testStore) {
 		schema := map[Dialect]string{SQLite: "main", PostgreSQL: "public", MySQL: "test"}[s.dialect]
 		table := schema + "." + randomTable()

@@ -39,6 +39,7 @@ func unaliased(stmt string) string {
 // of the upsert: MySQL 8.0.19 and later, never MariaDB (which has no row
 // alias), and not an unknown version (VALUES() still runs everywhere).
 func TestMySQLRowAliasVersions(t *testing.T) {
+	t.Parallel()
 	for v, want := range map[string]bool{
 		"8.0.19":                     true,
 		"8.0.20":                     true,
@@ -77,6 +78,7 @@ func TestMySQLRowAliasVersions(t *testing.T) {
 // tell from the row alias) keeps VALUES() even on MySQL 8, and MySQL 8
 // always takes the transaction, having no INSERT ... RETURNING.
 func TestMySQLRowAliasChoice(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		version, table string
 		rowAlias       bool
@@ -114,6 +116,7 @@ var upsertColumns = []string{"lease_key", "name", "owner", "token", "acquired_at
 // taking the alias out, new.col back to VALUES(col) and {T}.col back to
 // col gives the MariaDB form exactly, so the two say the same thing.
 func TestMySQLRowAliasStatement(t *testing.T) {
+	t.Parallel()
 	built := buildQueries(MySQL, "`test`.leases", "")
 	for _, c := range []struct {
 		what, plain, alias, table string
@@ -204,6 +207,7 @@ func TestConformanceMySQL8RowAlias(t *testing.T) {
 // through unaliased), and through the MariaDB forms this server really
 // gets, with and without INSERT ... RETURNING, which must leave the same.
 func TestMySQL8RowAliasUpsert(t *testing.T) {
+	t.Parallel()
 	s := mysqlStore(t)
 	pair := func(t *testing.T, force func(*Locker)) (a, b *Locker) {
 		a, b = s.newLocker(t), s.newLocker(t)
@@ -250,6 +254,7 @@ func TestMySQL8RowAliasUpsert(t *testing.T) {
 // way around), so that the tests above would catch such a statement.
 // Each mistake is written as it would be in mysqlAcquireUpsertAlias.
 func TestMySQL8RowAliasUpsertCatchesMistakes(t *testing.T) {
+	t.Parallel()
 	s := mysqlStore(t)
 	for _, m := range []struct{ old, new string }{
 		// Columns swapped in what a takeover writes.

@@ -117,6 +117,7 @@ func countShared(stmts []sentStmt, op func(q string) bool) (singles, batches int
 // ends while it waits returns its context's error and is never sent.
 // Without the sharing each Renew sends a statement of its own.
 func TestRenewsShareStatements(t *testing.T) {
+	t.Parallel()
 	var c counter
 	_, l, held := sharedStore(t, &c, 12)
 	ctx := context.Background()
@@ -177,6 +178,7 @@ func TestRenewsShareStatements(t *testing.T) {
 // and of two Releases of one tenure, one released and one lost. Without
 // the sharing each Release sends a statement of its own.
 func TestReleasesShareStatements(t *testing.T) {
+	t.Parallel()
 	var c counter
 	s, l, held := sharedStore(t, &c, 12)
 	ctx := context.Background()

@@ -16,6 +16,7 @@ import (
 // are transactions, counted and reported as such). Run with -v to see the
 // numbers.
 func TestStatementsPerOperation(t *testing.T) {
+	t.Parallel()
 	allStores(t, func(t *testing.T, s *testStore) {
 		t.Run("returning", func(t *testing.T) { countStatements(t, s, false) })
 		if s.dialect == MySQL {

@@ -21,9 +21,10 @@ import (
 // tempStores are the dialects whose catalog shows temporary tables to the
 // connection that made them (MySQL's and MariaDB's before 11.2 do not:
 // see the package documentation).
+// The subtests run in parallel, each on a store of its own.
 func tempStores(t *testing.T, fn func(t *testing.T, s *testStore)) {
-	t.Run("sqlite", func(t *testing.T) { fn(t, sqliteStore(t)) })
-	t.Run("postgresql", func(t *testing.T) { fn(t, postgresStore(t)) })
+	t.Run("sqlite", func(t *testing.T) { t.Parallel(); fn(t, sqliteStore(t)) })
+	t.Run("postgresql", func(t *testing.T) { t.Parallel(); fn(t, postgresStore(t)) })
 }
 
 // createTemp creates a temporary table named like s's on db's one
@@ -52,6 +53,7 @@ func createTemp(t *testing.T, s *testStore, exec func(string) error) {
 // TestTemporarySchemaRefused checks that New and Schema refuse a table
 // named in a temporary schema, before sending anything.
 func TestTemporarySchemaRefused(t *testing.T) {
+	t.Parallel()
 	s := sqliteStore(t)
 	for d, tables := range map[Dialect][]string{
 		SQLite:     {"temp.x", "TEMP.x", "Temp.leases"},
@@ -80,6 +82,7 @@ func TestTemporarySchemaRefused(t *testing.T) {
 // its own pool: they must not both acquire one name, and the first must
 // be refused with ErrInvalid saying the table is temporary.
 func TestTemporaryTableRefused(t *testing.T) {
+	t.Parallel()
 	tempStores(t, func(t *testing.T, s *testStore) {
 		s.db.SetMaxOpenConns(1)
 		createTemp(t, s, func(ddl string) error { _, err := s.db.Exec(ddl); return err })
@@ -105,6 +108,7 @@ func TestTemporaryTableRefused(t *testing.T) {
 // connection: its statements must still reach the real table, which they
 // name with its schema.
 func TestLaterTemporaryTableCannotShadow(t *testing.T) {
+	t.Parallel()
 	tempStores(t, func(t *testing.T, s *testStore) {
 		s.db.SetMaxOpenConns(1)
 		l := s.newLocker(t)
@@ -132,6 +136,7 @@ func TestLaterTemporaryTableCannotShadow(t *testing.T) {
 // again, within its context, instead of failing the open (a flake of the
 // conformance suite on a loaded machine).
 func TestOpenWaitsOutABusySQLiteFile(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "busy.db")
 	holder, err := sql.Open("sqlite", "file:"+path)
 	if err != nil {

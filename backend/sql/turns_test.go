@@ -72,6 +72,21 @@ func (s *testStore) markRow(t *testing.T, name, waiter string) (placed, lapses, 
 	return placed, lapses, now, true
 }
 
+// waitLapsed waits, bounded, until waiter's mark on name has lapsed by
+// the database's clock (or is gone).
+func (s *testStore) waitLapsed(t *testing.T, name, waiter string) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		_, lapses, now, ok := s.markRow(t, name, waiter)
+		if !ok || now >= lapses {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s's mark on %s has not lapsed by the database's clock after 5s", waiter, name)
+		}
+	}
+}
+
 // eavesdrop listens on l's channel on a connection of its own, as another
 // process would, and returns a function that waits up to d for the next
 // payload.
@@ -151,6 +166,7 @@ func (s *testStore) markOrder(t *testing.T, name string) []string {
 // Once that one has acquired, its mark is gone, and its release wakes the
 // first Locker's remaining waiter, whose acquiring leaves no mark.
 func TestTurnWakesTheFirstMarkedLocker(t *testing.T) {
+	t.Parallel()
 	s := postgresStore(t)
 	holder, a, b, c := s.openLocker(t), s.openLocker(t), s.openLocker(t), s.openLocker(t)
 	ctx := t.Context()
@@ -229,6 +245,7 @@ func TestTurnWakesTheFirstMarkedLocker(t *testing.T) {
 // with Keep places it anew behind the others. Each is one statement, as
 // Acquire is, and a release stays one.
 func TestAcquireOrWaitMovesTheMark(t *testing.T) {
+	t.Parallel()
 	s := postgresStore(t)
 	var c counter
 	l, err := New(countingDB(t, s, &c), s.baseOptions()...)
@@ -308,6 +325,7 @@ func TestAcquireOrWaitMovesTheMark(t *testing.T) {
 // its NOTIFY; the next busy AcquireOrWait of the name deletes the lapsed
 // mark.
 func TestLapsedMarkIsSkipped(t *testing.T) {
+	t.Parallel()
 	s := postgresStore(t)
 	l := s.newLocker(t)
 	ctx := t.Context()
@@ -333,7 +351,7 @@ func TestLapsedMarkIsSkipped(t *testing.T) {
 	if _, err := l.s.AcquireOrWait(ctx, name, "oy", time.Minute, driver.Mark{Waiter: "y", Life: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(100 * time.Millisecond) // x's mark lapses
+	s.waitLapsed(t, name, "x")
 	drainAll(wx, wy)
 	if err := l.Release(ctx, held); err != nil {
 		t.Fatal(err)
@@ -371,6 +389,7 @@ func TestLapsedMarkIsSkipped(t *testing.T) {
 // the Locker's last waiter gives up, the mark goes (StopWaiting, which
 // the Locker sends). StopWaiting of a waiter without a mark is no error.
 func TestStopWaitingRemovesTheMark(t *testing.T) {
+	t.Parallel()
 	s := postgresStore(t)
 	holder := s.openLocker(t)
 	var c counter
@@ -434,6 +453,7 @@ func TestStopWaitingRemovesTheMark(t *testing.T) {
 // stores', under waiter IDs of the test's: a Locker sets its own up with
 // its first waiting attempt, which places its mark.)
 func TestTurnWatchesWakeWithoutMarks(t *testing.T) {
+	t.Parallel()
 	s := postgresStore(t)
 	holder, a, b := s.openLocker(t), s.openLocker(t), s.openLocker(t)
 	ctx := t.Context()
@@ -504,6 +524,7 @@ func TestTurnWatchesWakeWithoutMarks(t *testing.T) {
 // gone unheard, and a release that chooses it wakes it again after the
 // reconnection.
 func TestTurnWatchWakesOnADroppedConnection(t *testing.T) {
+	t.Parallel()
 	s := postgresStore(t)
 	l := s.newLocker(t)
 	other := s.openLocker(t)
@@ -541,6 +562,7 @@ func TestTurnWatchWakesOnADroppedConnection(t *testing.T) {
 // behind, and Cleanup deletes the marks that lapsed (a waiter that died
 // without StopWaiting).
 func TestMarksLeaveNothing(t *testing.T) {
+	t.Parallel()
 	s := postgresStore(t)
 	holder := s.openLocker(t)
 	ctx := t.Context()
@@ -573,7 +595,7 @@ func TestMarksLeaveNothing(t *testing.T) {
 	if _, err := holder.s.AcquireOrWait(ctx, "busy", "dead", time.Minute, driver.Mark{Waiter: "dead", Life: time.Millisecond}); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(10 * time.Millisecond)
+	s.waitLapsed(t, "busy", "dead")
 	if _, err := holder.Cleanup(ctx, time.Hour); err != nil {
 		t.Fatal(err)
 	}
@@ -592,6 +614,7 @@ func TestMarksLeaveNothing(t *testing.T) {
 // auto-create on creates the marks table beside the existing lease table,
 // and keeps a line.
 func TestMissingMarksTable(t *testing.T) {
+	t.Parallel()
 	s := postgresStore(t)
 	ctx := t.Context()
 	stmts, err := schemaStatements(PostgreSQL, s.table)
@@ -672,6 +695,7 @@ func TestMissingMarksTable(t *testing.T) {
 // TestSchemaHasTheMarksTable: PostgreSQL's Schema creates both tables, and
 // a marks table name never passes PostgreSQL's 63 bytes.
 func TestSchemaHasTheMarksTable(t *testing.T) {
+	t.Parallel()
 	ddl, err := Schema(PostgreSQL, "app.Leases")
 	if err != nil {
 		t.Fatal(err)
@@ -722,6 +746,7 @@ func TestSchemaHasTheMarksTable(t *testing.T) {
 // errors.ErrUnsupported, and their waiting attempts are Acquires (the
 // Locker does not take the waiter into a line, and leaves no mark).
 func TestTurnsUnsupportedWithoutNotifications(t *testing.T) {
+	t.Parallel()
 	check := func(t *testing.T, l *Locker) {
 		ctx := t.Context()
 		if l.s.Can((*driver.Watcher)(nil)) || l.s.Can((*driver.TurnWatcher)(nil)) {
@@ -765,6 +790,7 @@ func TestTurnsUnsupportedWithoutNotifications(t *testing.T) {
 // uses it without a statement. Lingering watch locks go after the linger,
 // and beyond the bound the oldest go at once.
 func TestStoppedWatchLingers(t *testing.T) {
+	t.Parallel()
 	s := postgresStore(t)
 	ctx := t.Context()
 	l := s.newLocker(t)
@@ -863,6 +889,7 @@ func TestStoppedWatchLingers(t *testing.T) {
 // each holds it briefly and releases it. Every one gets it, and the test
 // logs how many attempts each handoff cost.
 func TestTurnHandoffChain(t *testing.T) {
+	t.Parallel()
 	s := postgresStore(t)
 	holder := s.openLocker(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
@@ -940,6 +967,7 @@ func TestTurnHandoffChain(t *testing.T) {
 // (in a shared statement it would have stayed), and one that finds its
 // name held places its mark.
 func TestAcquireOrWaitIsNotBatched(t *testing.T) {
+	t.Parallel()
 	s := postgresStore(t)
 	l := s.openLocker(t, WithPoolSize(8, 2))
 	ctx := t.Context()
@@ -1040,6 +1068,7 @@ func TestAcquireOrWaitIsNotBatched(t *testing.T) {
 // StopWaiting wakes the next marked Locker. While the name is held, or
 // when the mark was not first, StopWaiting wakes no one.
 func TestStopWaitingPassesTheTurn(t *testing.T) {
+	t.Parallel()
 	s := postgresStore(t)
 	holder, a, b, c := s.openLocker(t), s.openLocker(t), s.openLocker(t), s.openLocker(t)
 	ctx := t.Context()
