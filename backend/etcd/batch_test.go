@@ -47,6 +47,7 @@ func repeat(method string, n int) []string {
 // any answer), and two when it does not (the reads, then the keep-alives).
 // Run with -v to see the counts.
 func TestRenewBatchRoundTrips(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	l, w := newLocker(t)
 	ow := newWire()
@@ -103,6 +104,7 @@ func TestRenewBatchRoundTrips(t *testing.T) {
 // etcd lease, released, forged and taken-over tenures gives each the
 // answer Renew gives, and renews each for its own ttl.
 func TestRenewBatchGivesRenewsAnswers(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	l, _ := newLocker(t)
 	other := mustNew(t, newClient(t, testEndpoints, nil), WithPrefix(l.Prefix()))
@@ -165,6 +167,8 @@ func TestRenewBatchGivesRenewsAnswers(t *testing.T) {
 
 // TestRenewBatchOnAStalledStore: a batch on a store that stops answering
 // returns by its context's deadline, each item with a store error.
+//
+// It checks a deadline: it runs alone (not parallel).
 func TestRenewBatchOnAStalledStore(t *testing.T) {
 	l, w := newLocker(t)
 	held := acquireMany(t, l, "batch-stall", "owner", 20, time.Minute)

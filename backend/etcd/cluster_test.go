@@ -22,6 +22,8 @@ import (
 // or its Deadline, whichever is first), the tokens grow in the order the
 // name was held, and the Lockers go on acquiring after each event; the
 // test logs how long each event stopped the grants.
+//
+// Its failover windows are timed: it runs alone (not parallel).
 func TestClusterFailuresDuringContention(t *testing.T) {
 	testenv.Slow(t)
 	e := testserver.StartEtcd(t, &testserver.EtcdOptions{Members: 3})

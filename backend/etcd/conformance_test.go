@@ -37,6 +37,9 @@ const expiryLag = 750 * time.Millisecond
 // agrees with the answer), but not always with a reply lost after the
 // request was applied; TestReleaseWhoseReplyIsLostIsNotErrLost loses
 // exactly that reply.
+//
+// Not parallel, so that the suite's cases (parallel among themselves,
+// some of them timed) run alone.
 func TestConformance(t *testing.T) {
 	testenv.Slow(t)
 	ttl := shortestTTL(t, testEndpoints)

@@ -35,6 +35,9 @@ func pair(t *testing.T, l *Locker, w *wire, x, ownerX, y, ownerY string, ttl tim
 	var errFirst, errX error
 	wg.Go(func() { first, errFirst = l.Acquire(ctx, uniqueName("pair-first"), "first", ttl) })
 	waitGrants(t, l, 1)
+	// The lone grant must be sent (held back by the wire) before x and y
+	// ask, or one of them may still join it.
+	waitGrantSent(t, l, ttl)
 	wg.Go(func() { hx, errX = l.Acquire(ctx, x, ownerX, ttl) })
 	wg.Go(func() { hy, errY = l.Acquire(ctx, y, ownerY, ttl) })
 	waitGrants(t, l, 3)
@@ -65,6 +68,25 @@ func pair(t *testing.T, l *Locker, w *wire, x, ownerX, y, ownerY string, ttl tim
 	return hx, hy, group, errY
 }
 
+// waitGrantSent waits until no Acquire of l waits for a grant of ttl
+// that is still to be sent: the grants asked for so far are under way,
+// and an Acquire that asks now waits for the next one.
+func waitGrantSent(t *testing.T, l *Locker, ttl time.Duration) {
+	t.Helper()
+	sec := ttlSeconds(ttl)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		l.s.grants.mu.Lock()
+		unsent := len(l.s.grants.next[sec])
+		l.s.grants.mu.Unlock()
+		if unsent == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d grants of %s are still to be sent after 10s", unsent, ttl)
+		}
+	}
+}
+
 // TestUnansweredGroupIsNeverRevoked: two Acquires share a grant; etcd
 // applies the first's transaction but its reply is lost; the other
 // tenure leaves the group (its Release). The group may carry the
@@ -72,6 +94,7 @@ func pair(t *testing.T, l *Locker, w *wire, x, ownerX, y, ownerY string, ttl tim
 // retried Acquire re-enters that tenure and is given a Deadline, and no
 // revocation queued or late may end the tenure before it.
 func TestUnansweredGroupIsNeverRevoked(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	l, w := newLocker(t)
 	other := mustNew(t, newClient(t, testEndpoints, nil), WithPrefix(l.Prefix()))
@@ -112,6 +135,7 @@ func TestUnansweredGroupIsNeverRevoked(t *testing.T) {
 // trusts its Deadline.
 func TestForgottenGroupIsNeverRevoked(t *testing.T) {
 	testenv.Slow(t)
+	t.Parallel()
 	ctx := context.Background()
 	a, w := newLocker(t)
 	b := mustNew(t, newClient(t, testEndpoints, nil), WithPrefix(a.Prefix()))

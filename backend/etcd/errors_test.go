@@ -62,6 +62,7 @@ func mustBeFailure(t *testing.T, what string, err error, want error) {
 // that error wrapped, never a lease outcome. (The client retries reads and
 // lease grants that meet "no leader" by itself, until their context ends.)
 func TestNoLeaderIsAnError(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	l, w := newLocker(t)
 	name := uniqueName("no-leader")
@@ -85,6 +86,7 @@ func TestNoLeaderIsAnError(t *testing.T) {
 // TestContextErrorsAreReportedAsSuch: on a live cluster, a canceled
 // context and one whose deadline has passed are returned wrapped.
 func TestContextErrorsAreReportedAsSuch(t *testing.T) {
+	t.Parallel()
 	l, _ := newLocker(t)
 	canceled, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -100,6 +102,7 @@ func TestContextErrorsAreReportedAsSuch(t *testing.T) {
 // after Close but never closes the client it was given; one from Open
 // closes its own.
 func TestCloseLeavesTheCallersClientOpen(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	client := newClient(t, testEndpoints, nil)
 	l := mustNew(t, client, WithPrefix(randomPrefix()))

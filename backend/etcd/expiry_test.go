@@ -15,6 +15,7 @@ import (
 // see the numbers.
 func TestExpiryLag(t *testing.T) {
 	testenv.Slow(t)
+	t.Parallel()
 	l, _ := newLocker(t)
 	const samples = 8
 	lags := make([]time.Duration, samples)

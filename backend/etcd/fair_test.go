@@ -50,6 +50,7 @@ func fairTakes(t *testing.T, l *Locker, name, owner, waiter string) driver.Tenur
 // is behind every live mark. Without Fair, a free name is taken whatever
 // the line.
 func TestFairServesTheLineInOrder(t *testing.T) {
+	t.Parallel()
 	ls, _ := turnLockers(t, 5)
 	holder, waiters := ls[0], ls[1:]
 	ctx := t.Context()
@@ -112,6 +113,7 @@ func TestFairServesTheLineInOrder(t *testing.T) {
 // another waiter's mark reports the time that mark has left by its etcd
 // lease (the first waiter's life), not the caller's own mark life.
 func TestFairRemainingIsTheFirstMarksTime(t *testing.T) {
+	t.Parallel()
 	ls, _ := turnLockers(t, 3)
 	holder, a, b := ls[0], ls[1], ls[2]
 	ctx := t.Context()
@@ -138,6 +140,7 @@ func TestFairRemainingIsTheFirstMarksTime(t *testing.T) {
 // the free name.
 func TestFairLapsedMarkHoldsNoOneUp(t *testing.T) {
 	testenv.Slow(t)
+	t.Parallel()
 	ls, _ := turnLockers(t, 3)
 	holder, a, b := ls[0], ls[1], ls[2]
 	ctx := t.Context()
@@ -169,6 +172,7 @@ func TestFairLapsedMarkHoldsNoOneUp(t *testing.T) {
 // pooled lease alongside; the transaction compares its mark's place and
 // takes the mark away.
 func TestFairTurnIsOneRoundTrip(t *testing.T) {
+	t.Parallel()
 	l, w := newLocker(t)
 	warm(t, l, time.Minute, markLife)
 	name := uniqueName("fair-rtt")
@@ -201,6 +205,7 @@ func TestFairTurnIsOneRoundTrip(t *testing.T) {
 // TestListLeavesOutMarks: the marks and pass keys of a name are keys
 // under the Locker's prefix, but never tenures: List does not show them.
 func TestListLeavesOutMarks(t *testing.T) {
+	t.Parallel()
 	ls, _ := turnLockers(t, 2)
 	l, a := ls[0], ls[1]
 	ctx := t.Context()

@@ -95,6 +95,9 @@ func closedPort(t testing.TB) string {
 // matching context.DeadlineExceeded, and leaves no goroutine behind. With
 // a user and password, the client's authentication is bounded by the
 // context too.
+//
+// It checks deadlines, and goroutines of the whole process: it runs
+// alone (not parallel).
 func TestOpenFailsByItsDeadline(t *testing.T) {
 	testenv.Slow(t)
 	noLeaks(t)
@@ -119,6 +122,8 @@ func TestOpenFailsByItsDeadline(t *testing.T) {
 // TestOpenWaitsAtMostTheDialTimeout: with a context without deadline, Open
 // gives up on a cluster that never answers after the URL's dial_timeout,
 // and says so.
+//
+// It checks a deadline: it runs alone (not parallel).
 func TestOpenWaitsAtMostTheDialTimeout(t *testing.T) {
 	noLeaks(t)
 	u := "etcd://" + silentListener(t) + "?dial_timeout=" + callBudget.String()
@@ -144,6 +149,8 @@ func TestOpenWaitsAtMostTheDialTimeout(t *testing.T) {
 // TestEveryCallReturnsByItsDeadline (issue 9's rule): on a cluster that
 // never answers, every call returns by its context's deadline with an
 // error matching context.DeadlineExceeded, never a lease outcome.
+//
+// It checks deadlines: it runs alone (not parallel).
 func TestEveryCallReturnsByItsDeadline(t *testing.T) {
 	testenv.Slow(t)
 	for _, c := range unanswering(t) {
@@ -161,6 +168,8 @@ func TestEveryCallReturnsByItsDeadline(t *testing.T) {
 // refused Acquire or a ForceRelease, reading a remaining time) must not
 // keep it past its context when etcd stops answering those requests; the
 // revocations finish later, and no etcd lease is left.
+//
+// It checks deadlines: it runs alone (not parallel).
 func TestCleanupNeverHoldsTheCall(t *testing.T) {
 	bg := context.Background()
 	l, w := privateLocker(t)

@@ -123,6 +123,7 @@ func keyLease(t *testing.T, l *Locker, name string) clientv3.LeaseID {
 // than the ttl after the grant was sent; and a batch renewal of all of
 // them is one keep-alive.
 func TestBurstSharesAGrant(t *testing.T) {
+	t.Parallel()
 	l, w := newLocker(t)
 	const n = 20
 	before := time.Now()
@@ -165,6 +166,7 @@ func TestBurstSharesAGrant(t *testing.T) {
 // only that one.
 func TestGroupTenureNotRenewedExpires(t *testing.T) {
 	testenv.Slow(t)
+	t.Parallel()
 	ctx := context.Background()
 	l, w := newLocker(t)
 	other := mustNew(t, newClient(t, testEndpoints, nil), WithPrefix(l.Prefix()))
@@ -234,6 +236,7 @@ func TestGroupTenureNotRenewedExpires(t *testing.T) {
 // tenure left on the group's lease is renewed together, one keep-alive
 // renews them. A Release of the last tenure revokes the group's lease.
 func TestGroupKeptAliveOnlyWhole(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	l, w := privateLocker(t)
 	const ttl = 30 * time.Second
@@ -288,6 +291,7 @@ func TestGroupKeptAliveOnlyWhole(t *testing.T) {
 // first sweep, and every tenure moves onto a lease of its own.)
 func TestRenewerKeepsGroupsTogether(t *testing.T) {
 	testenv.Slow(t)
+	t.Parallel()
 	l, w := newLocker(t)
 	const n, ttl = 30, 1500 * time.Millisecond
 	ctx, cancel := context.WithCancel(context.Background())
@@ -358,6 +362,7 @@ func TestRenewerKeepsGroupsTogether(t *testing.T) {
 // group's lease, at their own ttl.
 func TestGroupWithALostReplyIsNeverKeptAlive(t *testing.T) {
 	testenv.Slow(t)
+	t.Parallel()
 	ctx := context.Background()
 	l, w := newLocker(t)
 	other := mustNew(t, newClient(t, testEndpoints, nil), WithPrefix(l.Prefix()))

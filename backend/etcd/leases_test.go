@@ -61,6 +61,7 @@ func privateLocker(t testing.TB) (*Locker, *wire) {
 // are spares in the Locker's pool, and none is left when the Locker has
 // closed.
 func TestNoEtcdLeaseOutlivesItsTenure(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	l, _ := privateLocker(t)
 	want := func(n int, after string) {
@@ -173,6 +174,7 @@ func warm(t testing.TB, l *Locker, ttls ...time.Duration) {
 // the package documentation. Run with -v to see them. Requests counted
 // but in no wave run in the background (a pool refill, a revocation).
 func TestRoundTrips(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	l, w := newLocker(t)
 	ow := newWire()
@@ -279,6 +281,7 @@ func TestRoundTrips(t *testing.T) {
 // transaction that may write (a raft entry that changes no key), later
 // ones until the holder's time is up only read: the raft index stays.
 func TestBusyAcquireWritesNothing(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	l, _ := privateLocker(t)
 	if _, err := l.Acquire(ctx, "busy", "holder", time.Minute); err != nil {
@@ -318,6 +321,9 @@ func TestBusyAcquireWritesNothing(t *testing.T) {
 // TestRenewByKeepAliveExtendsTheTenure: a Renew with the ttl the tenure
 // was granted refreshes its etcd lease, so the tenure outlives its first
 // ttl, without a new etcd lease.
+//
+// Its check falls shortly before the renewed tenure's expiry: it runs
+// alone (not parallel).
 func TestRenewByKeepAliveExtendsTheTenure(t *testing.T) {
 	testenv.Slow(t)
 	ctx := context.Background()
@@ -370,6 +376,7 @@ func leaseID(t testing.TB, l *Locker, name string) int64 {
 // concurrency.Mutex does: no LeaseGrant and no LeaseRevoke once the pool
 // has its spares.
 func TestReleaseRecyclesTheLease(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	l, _ := privateLocker(t)
 	leaseOfKey := func(name string) clientv3.LeaseID {

@@ -17,6 +17,7 @@ import (
 // group and revoked it under the re-entered tenure); and a record the
 // sweep forgets whole is another Locker's from then on, never revoked.
 func TestSweepNeverRevokesAGroup(t *testing.T) {
+	t.Parallel()
 	const g = clientv3.LeaseID(7)
 	past := time.Now().Add(-10 * time.Millisecond)
 	n1 := driver.Tenure{Name: "n1", Owner: "o", Token: 1, Expires: past}
@@ -59,6 +60,7 @@ func TestSweepNeverRevokesAGroup(t *testing.T) {
 // TestLedgerDisposals: what the ledger allows for an own lease once
 // nothing is known to be on it, by what happened to it.
 func TestLedgerDisposals(t *testing.T) {
+	t.Parallel()
 	now := time.Now()
 	ten := func(name string) driver.Tenure {
 		return driver.Tenure{Name: name, Owner: "o", Token: 1, Expires: now.Add(time.Minute)}

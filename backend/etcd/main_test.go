@@ -1,8 +1,10 @@
 package etcdlease
 
 import (
+	"flag"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -18,6 +20,8 @@ var testEndpoints []string
 // checks that no goroutine (of the Lockers, the clients or the embedded
 // servers) outlived the tests.
 func TestMain(m *testing.M) {
+	flag.Parse()
+	parallelTests()
 	code := run(m)
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
@@ -26,6 +30,27 @@ func TestMain(m *testing.M) {
 		}
 	}
 	os.Exit(code)
+}
+
+// testParallel is how many of the package's parallel tests (and
+// conformance cases) run at once unless -test.parallel says otherwise: the
+// conformance suite's own default (Harness.Parallel). The tests mostly
+// wait (for ttls, expiries, watches), not compute, so go test's default,
+// GOMAXPROCS (2 on a small CI machine), would leave them waiting in turn.
+// The tests whose assertions are about timing under load (failovers,
+// deadlines, expiry margins) or about the whole process (goroutines) are
+// not parallel: they run alone, before the parallel ones start.
+const testParallel = 8
+
+// parallelTests sets -test.parallel to testParallel, unless it was given.
+func parallelTests() {
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if !given {
+		if err := flag.Set("test.parallel", strconv.Itoa(testParallel)); err != nil {
+			panic(err)
+		}
+	}
 }
 
 func run(m *testing.M) int {

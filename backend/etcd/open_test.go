@@ -14,6 +14,7 @@ import (
 )
 
 func TestURLConfig(t *testing.T) {
+	t.Parallel()
 	good := []struct {
 		url       string
 		endpoints []string
@@ -68,6 +69,7 @@ func TestURLConfig(t *testing.T) {
 // TestOpenRegistersTheScheme: lease.Open reaches this package for etcd://
 // URLs, and the Locker it opens works and owns its client.
 func TestOpenRegistersTheScheme(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	l, err := lease.Open(ctx, "etcd://"+testEndpoints[0]+"?prefix="+url.QueryEscape(randomPrefix()))
 	if err != nil {
@@ -89,6 +91,7 @@ func TestOpenRegistersTheScheme(t *testing.T) {
 // TestNewRefusesBadArguments: a nil client and an empty prefix are errors
 // matching lease.ErrInvalid that name the problem, never panics.
 func TestNewRefusesBadArguments(t *testing.T) {
+	t.Parallel()
 	if l, err := New(nil); !errors.Is(err, lease.ErrInvalid) || !strings.Contains(err.Error(), "nil client") || l != nil {
 		t.Fatalf("New(nil) = %v, %v; want an ErrInvalid naming the nil client", l, err)
 	}
@@ -112,6 +115,7 @@ func TestNewRefusesBadArguments(t *testing.T) {
 // TestOpenErrorsHideThePassword (issue 9, defect 3): whatever is wrong
 // with the URL, no error of Open or lease.Open contains its password.
 func TestOpenErrorsHideThePassword(t *testing.T) {
+	t.Parallel()
 	const secret = "Hunter2"
 	invalid := []string{
 		"etcd://user:Hunter2%zz@host:2379",  // a bad escape: the URL does not parse
@@ -156,6 +160,7 @@ func TestOpenErrorsHideThePassword(t *testing.T) {
 // authentication: Open with the right ones works, and a wrong password
 // fails Open without appearing in its error.
 func TestOpenAuthenticates(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	srv, err := etcdtest.Start()

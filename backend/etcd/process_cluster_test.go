@@ -92,6 +92,8 @@ func (tn tenure) stopped() time.Time {
 // its tenure stopped, with ErrLost, before its work was done. Logged:
 // how long each such holder took to notice, and when the next holder was
 // granted the name.
+//
+// Its failover windows are timed: it runs alone (not parallel).
 func TestClusterProcessContention(t *testing.T) {
 	testenv.Slow(t)
 	if os.Getenv(contenderEnv) != "" {

@@ -46,6 +46,7 @@ func asTenure(ls lease.Lease) driver.Tenure {
 // alive past its own ttl. After the Release, no keep-alive goes out for
 // the released tenure.
 func TestReleaseRecyclesOnlyAQuietLease(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name    string
@@ -104,6 +105,7 @@ func TestReleaseRecyclesOnlyAQuietLease(t *testing.T) {
 // surely ended their leases; and right after its Release, no keep-alive
 // may go out for a tenure.
 func TestLedgerStaysBounded(t *testing.T) {
+	t.Parallel()
 	g := newLedger()
 	past := time.Now().Add(-2 * forgetAfter)
 	for i := range 3 * ledgerSweep {

@@ -153,6 +153,9 @@ func waitFree(t *testing.T, l *Locker, name string, limit time.Time) time.Time {
 
 // TestRestartKeepsTenures kills the only member of a cluster while
 // tenures are held, and starts it again on the same data directory.
+//
+// Its outage and expiry are timed, and its calls checked against their
+// deadlines: it runs alone (not parallel).
 func TestRestartKeepsTenures(t *testing.T) {
 	testenv.Slow(t)
 	e := testserver.StartEtcd(t, nil)
@@ -167,6 +170,8 @@ func TestRestartKeepsTenures(t *testing.T) {
 // while tenures are held: the others elect a new leader, which restarts
 // every lease's TTL; a holder renews through the election. (The killed
 // member stays down: the test's cleanup stops the others.)
+//
+// Its election and expiry are timed: it runs alone (not parallel).
 func TestLeaderKillKeepsTenures(t *testing.T) {
 	testenv.Slow(t)
 	e := testserver.StartEtcd(t, &testserver.EtcdOptions{Members: 3})
@@ -247,6 +252,7 @@ func holdThrough(t *testing.T, endpoints []string, what string, outage func(l *L
 // of the lost tenures learn they lost them (ErrLost), not a store error,
 // and the Locker's spare etcd leases, gone with the data, are replaced.
 func TestWipedDataTokensGoBack(t *testing.T) {
+	t.Parallel()
 	e := testserver.StartEtcd(t, nil)
 	ctx := context.Background()
 	l := mustNew(t, newClient(t, e.Endpoints(), nil), WithPrefix(randomPrefix()))

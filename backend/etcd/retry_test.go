@@ -18,6 +18,7 @@ import (
 // applied but its reply is lost, B acquires, and A retries: the retry must
 // fail with ErrLost and leave B's tenure alone.
 func TestReleaseRetryAfterLostReplyCannotDeleteNextTenure(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	a, wireA := newLocker(t)
 	b := mustNew(t, newClient(t, testEndpoints, nil), WithPrefix(a.Prefix()))
@@ -71,6 +72,7 @@ func TestReleaseRetryAfterLostReplyCannotDeleteNextTenure(t *testing.T) {
 // reply was lost is safe to retry: the retry is re-entrant and returns
 // the tenure the first attempt started, with its token.
 func TestAcquireRetryAfterLostReplyKeepsTheTenure(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	l, w := privateLocker(t) // it counts the cluster's etcd leases
 	name := uniqueName("lost-acquire")
@@ -100,6 +102,7 @@ func TestAcquireRetryAfterLostReplyKeepsTheTenure(t *testing.T) {
 // move onto a new etcd lease was applied but whose reply was lost, leaves
 // the tenure held, and a retry succeeds with the same token.
 func TestRenewAfterLostReplyKeepsTheTenure(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	l, w := newLocker(t)
 	name := uniqueName("lost-renew")
@@ -139,6 +142,7 @@ func TestRenewAfterLostReplyKeepsTheTenure(t *testing.T) {
 // request, which over gRPC is often an HTTP/2 PING sent before etcd has
 // applied anything; see TestConformance.)
 func TestReleaseWhoseReplyIsLostIsNotErrLost(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	proxy := faultproxy.StartT(t, testEndpoints[0])
 	l := mustNew(t, newClient(t, []string{proxy.Addr()}, nil), WithPrefix(randomPrefix()))
@@ -206,6 +210,7 @@ func TestReleaseWhoseReplyIsLostIsNotErrLost(t *testing.T) {
 // still trusted it.
 func TestLateAcquireCannotShortenALaterTenure(t *testing.T) {
 	testenv.Slow(t)
+	t.Parallel()
 	ctx := context.Background()
 	l, w := newLocker(t)
 	other := mustNew(t, newClient(t, testEndpoints, nil), WithPrefix(l.Prefix()))
@@ -267,6 +272,7 @@ func afterLateWrite(t *testing.T, deliver func(context.Context) error, other *Lo
 // which ends before the Deadline the later Renew gave the holder.
 func TestLateMoveCannotShortenALaterTenure(t *testing.T) {
 	testenv.Slow(t)
+	t.Parallel()
 	ctx := context.Background()
 	l, w := newLocker(t)
 	other := mustNew(t, newClient(t, testEndpoints, nil), WithPrefix(l.Prefix()))
@@ -305,6 +311,7 @@ func TestLateMoveCannotShortenALaterTenure(t *testing.T) {
 // (TestClusterFailuresDuringContention, a Release sent to a stopped member
 // and applied when it resumed). The Acquire must get a new tenure instead.
 func TestLateReleaseCannotEndAReenteredTenure(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	l, w := newLocker(t)
 	other := mustNew(t, newClient(t, testEndpoints, nil), WithPrefix(l.Prefix()))
@@ -354,10 +361,12 @@ func TestLateReleaseCannotEndAReenteredTenure(t *testing.T) {
 // which no move sent before can name.
 func TestLateMoveAfterRenewalsWithTheOldTTL(t *testing.T) {
 	testenv.Slow(t)
+	t.Parallel()
 	// Renewals one at a time, and through RenewBatch, as lease.Run's
 	// renewer sends them.
 	for _, batch := range []bool{false, true} {
 		t.Run(map[bool]string{false: "Renew", true: "RenewBatch"}[batch], func(t *testing.T) {
+			t.Parallel()
 			lateMoveAfterRenewals(t, batch)
 		})
 	}

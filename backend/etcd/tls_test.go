@@ -137,6 +137,7 @@ func tlsFront(t *testing.T, ca *testCA, behind string) string {
 // ErrInvalid (the URL was fine, the handshake was not).
 func TestOpenTLS(t *testing.T) {
 	testenv.Slow(t)
+	t.Parallel()
 	ca := newCA(t)
 	front := tlsFront(t, ca, strings.TrimPrefix(strings.TrimPrefix(testEndpoints[0], "http://"), "https://"))
 	certPEM, keyPEM := ca.issue(t, false)
@@ -177,6 +178,7 @@ func TestOpenTLS(t *testing.T) {
 // TestTLSURLsRefused: etcds:// parameters that cannot work are refused
 // with a message that names the problem.
 func TestTLSURLsRefused(t *testing.T) {
+	t.Parallel()
 	ca := newCA(t)
 	cacert := write(t, "ca.pem", ca.pem)
 	for raw, want := range map[string]string{

@@ -11,6 +11,7 @@ import (
 // tls.Config (the CA pool, the client certificate, the server name,
 // skip_verify), with TLS 1.2 at least; an etcd:// URL has none.
 func TestTLSURLConfig(t *testing.T) {
+	t.Parallel()
 	ca := newCA(t)
 	certPEM, keyPEM := ca.issue(t, false)
 	cacert, cert, key := write(t, "ca.pem", ca.pem), write(t, "client.pem", certPEM), write(t, "client-key.pem", keyPEM)

@@ -109,6 +109,7 @@ const markLife = 5 * time.Second
 // mark, so the next release wakes the next one.
 func TestTurnWakesOnlyTheOldestMark(t *testing.T) {
 	testenv.Slow(t)
+	t.Parallel()
 	ls, _ := turnLockers(t, 4)
 	holder, a, b, c := ls[0], ls[1], ls[2], ls[3]
 	ctx := t.Context()
@@ -190,6 +191,7 @@ func TestTurnWakesOnlyTheOldestMark(t *testing.T) {
 // the mark's place; the one that acquires takes the mark away in its
 // transaction, or, with Keep, puts it at the back of the line.
 func TestAcquireOrWaitMarksInOneTransaction(t *testing.T) {
+	t.Parallel()
 	ls, ws := turnLockers(t, 3)
 	holder, a, b := ls[0], ls[1], ls[2]
 	ctx := t.Context()
@@ -273,6 +275,7 @@ func (w *wire) count(m string, method string) int {
 // newer mark lives.
 func TestLapsedMarkIsSkipped(t *testing.T) {
 	testenv.Slow(t)
+	t.Parallel()
 	ls, _ := turnLockers(t, 3)
 	holder, a, b := ls[0], ls[1], ls[2]
 	ctx := t.Context()
@@ -306,6 +309,7 @@ func TestLapsedMarkIsSkipped(t *testing.T) {
 // and so does the Locker's last turn Watch of a name when it stops; a
 // release then wakes the next waiter.
 func TestStopWaitingRemovesTheMark(t *testing.T) {
+	t.Parallel()
 	ls, _ := turnLockers(t, 3)
 	holder, a, b := ls[0], ls[1], ls[2]
 	ctx := t.Context()
@@ -355,6 +359,7 @@ func TestStopWaitingRemovesTheMark(t *testing.T) {
 // TestTurnWithoutMarksWakesAll: with no mark, a release wakes every turn
 // Watch, of every Locker.
 func TestTurnWithoutMarksWakesAll(t *testing.T) {
+	t.Parallel()
 	ls, _ := turnLockers(t, 3)
 	holder := ls[0]
 	ctx := t.Context()
@@ -381,6 +386,7 @@ func TestTurnWithoutMarksWakesAll(t *testing.T) {
 // is not missed (and a watch that cannot resume is set up again, with a
 // wake-up).
 func TestTurnWatchWakesAfterADroppedConnection(t *testing.T) {
+	t.Parallel()
 	ls, _ := turnLockers(t, 1)
 	holder := ls[0]
 	p := faultproxy.StartT(t, testEndpoints[0])
@@ -408,6 +414,7 @@ func TestTurnWatchWakesAfterADroppedConnection(t *testing.T) {
 // closed), and no key under the prefix lacks an etcd lease.
 func TestMarksLeaveNothingBehind(t *testing.T) {
 	testenv.Slow(t)
+	t.Parallel()
 	ls, _ := turnLockers(t, 3)
 	holder, a, b := ls[0], ls[1], ls[2]
 	ctx := t.Context()
@@ -462,6 +469,7 @@ func TestMarksLeaveNothingBehind(t *testing.T) {
 // a stopped Watch of the Locker watched sends nothing either, and wakes
 // at the next release.
 func TestWatchLingersAndIsReused(t *testing.T) {
+	t.Parallel()
 	l, w := newLocker(t)
 	ctx := t.Context()
 	name := uniqueName("linger")
@@ -503,6 +511,7 @@ func TestWatchLingersAndIsReused(t *testing.T) {
 // idle longest ends, and a lingering one ends after the linger time; a
 // Watch of its name then sets the watch up again.
 func TestLingeringIsBounded(t *testing.T) {
+	t.Parallel()
 	l, w := newLocker(t)
 	l.s.watches.maxIdle = 2
 	l.s.watches.linger = 500 * time.Millisecond
@@ -587,6 +596,7 @@ func fakeFollow(t *testing.T, l *Locker, name string, waiters ...string) (chan<-
 // b: conformance's "the Locker with the newer mark was woken by a
 // Release, which chose another Locker" (issue 37).
 func TestTurnChoiceIsOneDecision(t *testing.T) {
+	t.Parallel()
 	ls, _ := turnLockers(t, 2)
 	ctx := t.Context()
 	c := ls[0].s.client
@@ -639,6 +649,7 @@ func TestTurnChoiceIsOneDecision(t *testing.T) {
 // its mark passes the turn on too.
 func TestStopWaitingPassesTheTurn(t *testing.T) {
 	testenv.Slow(t)
+	t.Parallel()
 	ls, _ := turnLockers(t, 4)
 	holder, a, b, c := ls[0], ls[1], ls[2], ls[3]
 	ctx := t.Context()
@@ -713,6 +724,7 @@ func TestStopWaitingPassesTheTurn(t *testing.T) {
 // etcd grants; a waiter that asks again with another Life moves its mark
 // onto a lease of that life in the same transaction, keeping its place.
 func TestMarkLifeIsTheCalls(t *testing.T) {
+	t.Parallel()
 	ls, ws := turnLockers(t, 3)
 	holder, a, b := ls[0], ls[1], ls[2]
 	ctx := t.Context()

@@ -38,6 +38,7 @@ func drain(c <-chan struct{}) {
 // tenure it waits for is released, force-released, or expires (etcd
 // deletes the key when the tenure's etcd lease runs out).
 func TestWatchWakesOnReleaseForceReleaseAndExpiry(t *testing.T) {
+	t.Parallel()
 	l, _ := newLocker(t)
 	ctx := t.Context()
 	name := uniqueName("watch")
@@ -81,6 +82,7 @@ func TestWatchWakesOnReleaseForceReleaseAndExpiry(t *testing.T) {
 // that moves the key onto another etcd lease, keeping the tenure) does
 // not wake the waiters; a new tenure after an unseen end would.
 func TestWatchIgnoresRenewals(t *testing.T) {
+	t.Parallel()
 	l, _ := newLocker(t)
 	ctx := t.Context()
 	name := uniqueName("watch-renew")
@@ -118,6 +120,8 @@ func TestWatchIgnoresRenewals(t *testing.T) {
 // leave the name's subscription lingering, whose goroutine ends once it
 // has lingered long enough (lingerTime; shortened here), and the watch
 // stream's once no watch is left; Close ends them at once.
+//
+// It checks the goroutines of the whole process: it runs alone (not parallel).
 func TestWatchStopLeavesNoGoroutine(t *testing.T) {
 	testenv.Slow(t)
 	l, _ := newLocker(t)
@@ -178,6 +182,7 @@ func TestWatchStopLeavesNoGoroutine(t *testing.T) {
 // TestWatchSharesOneStream: the Watches of a Locker share one gRPC Watch
 // stream.
 func TestWatchSharesOneStream(t *testing.T) {
+	t.Parallel()
 	l, wire := newLocker(t)
 	ctx := t.Context()
 	for i := range 5 {
@@ -237,6 +242,7 @@ func releaseWakes(t *testing.T, l *Locker, name string, woke <-chan struct{}) {
 // TestWatchEndedIsSetUpAgain: when the etcd watch ends with the Watch
 // still live, the Watch wakes, and watches again from a fresh revision.
 func TestWatchEndedIsSetUpAgain(t *testing.T) {
+	t.Parallel()
 	l, _ := newLocker(t)
 	name := uniqueName("ended")
 	ch := make(chan clientv3.WatchResponse)
@@ -248,6 +254,9 @@ func TestWatchEndedIsSetUpAgain(t *testing.T) {
 // TestWatchCompactedIsSetUpAgain: a watch whose revision was compacted
 // (etcd cancels it) wakes and is set up again. Only on the embedded
 // server: it compacts the server's history.
+//
+// It compacts the shared server, which would end other tests' watches:
+// it runs alone (not parallel).
 func TestWatchCompactedIsSetUpAgain(t *testing.T) {
 	if etcdtest.External() != nil {
 		t.Skip("compacts the server's history: only on the embedded server")
@@ -357,6 +366,7 @@ func (w *loggedWatch) Stop() {
 // before its retry (every 2s for a minute's ttl) or the holder's expiry
 // (a minute away).
 func TestRunWaitingHandsOverOnRelease(t *testing.T) {
+	t.Parallel()
 	l, _ := newLocker(t)
 	h := &handoff{Locker: l, busy: make(chan struct{})}
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
