@@ -1,14 +1,13 @@
 package etcdlease
 
 import (
-	"flag"
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/leasekit/lease/internal/etcdtest"
+	"github.com/leasekit/lease/internal/testenv"
 	"go.uber.org/goleak"
 )
 
@@ -20,8 +19,7 @@ var testEndpoints []string
 // checks that no goroutine (of the Lockers, the clients or the embedded
 // servers) outlived the tests.
 func TestMain(m *testing.M) {
-	flag.Parse()
-	parallelTests()
+	testenv.DefaultParallel(testParallel)
 	code := run(m)
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
@@ -41,17 +39,6 @@ func TestMain(m *testing.M) {
 // deadlines, expiry margins) or about the whole process (goroutines) are
 // not parallel: they run alone, before the parallel ones start.
 const testParallel = 8
-
-// parallelTests sets -test.parallel to testParallel, unless it was given.
-func parallelTests() {
-	given := false
-	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
-	if !given {
-		if err := flag.Set("test.parallel", strconv.Itoa(testParallel)); err != nil {
-			panic(err)
-		}
-	}
-}
 
 func run(m *testing.M) int {
 	testEndpoints = etcdtest.External()

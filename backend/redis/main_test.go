@@ -4,9 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"flag"
 	"net/url"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -20,8 +18,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	flag.Parse()
-	raiseParallel(minParallel)
+	testenv.DefaultParallel(minParallel)
 	goleak.VerifyTestMain(m)
 }
 
@@ -32,20 +29,6 @@ func TestMain(m *testing.M) {
 // answer, not on the CPU. The tests whose assertions are about timing
 // under load do not call t.Parallel, so they run alone.
 const minParallel = 16
-
-// raiseParallel sets -test.parallel to n when the command line did not
-// set it and its default (GOMAXPROCS) is lower.
-func raiseParallel(n int) {
-	set := false
-	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
-	f := flag.Lookup("test.parallel")
-	if set || f == nil {
-		return
-	}
-	if cur, err := strconv.Atoi(f.Value.String()); err == nil && cur < n {
-		_ = f.Value.Set(strconv.Itoa(n))
-	}
-}
 
 // randomPrefix returns a key prefix no other test run uses.
 func randomPrefix(label string) string {

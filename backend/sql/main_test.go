@@ -1,16 +1,15 @@
 package sqllease
 
 import (
-	"flag"
-	"strconv"
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/leasekit/lease/internal/testenv"
 )
 
 func TestMain(m *testing.M) {
-	flag.Parse()
-	parallelTests()
+	testenv.DefaultParallel(testParallel)
 	goleak.VerifyTestMain(m)
 }
 
@@ -29,14 +28,3 @@ func TestMain(m *testing.M) {
 // this machine's clock against the database's) are not parallel: they
 // run before the parallel ones start, with only each other's subtests.
 const testParallel = 4
-
-// parallelTests sets -test.parallel to testParallel, unless it was given.
-func parallelTests() {
-	given := false
-	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
-	if !given {
-		if err := flag.Set("test.parallel", strconv.Itoa(testParallel)); err != nil {
-			panic(err)
-		}
-	}
-}
