@@ -154,11 +154,14 @@ func (ls *lines) join(ctx context.Context, l *Locker, s TurnWatcher, w *line.Wai
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	n.setup = false
-	if err != nil {
-		if errors.Is(err, errors.ErrUnsupported) {
-			ls.noLine.Store(true)
-		}
+	if errors.Is(err, errors.ErrUnsupported) {
+		ls.noLine.Store(true)
 		return n, head, err
+	}
+	if err != nil {
+		// The attempt goes on without a watch (a store that is down fails
+		// it anyway); the head's next attempt sets the watch up again.
+		return n, head, nil
 	}
 	if ls.names[name] != n { // everyone left meanwhile
 		watch.Stop()

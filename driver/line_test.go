@@ -124,3 +124,52 @@ func TestOnlyTheHeadAsksTheStore(t *testing.T) {
 	}
 	_ = l.Release(ctx, got)
 }
+
+// flakyWatchStore is a store that keeps a line but whose first turn
+// watch fails (a pub/sub connection that did not come up): the name is
+// held by another owner.
+type flakyWatchStore struct {
+	stub
+	watches int
+}
+
+func (s *flakyWatchStore) Watch(ctx context.Context, name string) (lease.Watch, error) {
+	return nil, errors.ErrUnsupported
+}
+
+func (s *flakyWatchStore) WatchTurn(ctx context.Context, name, waiter string) (lease.Watch, error) {
+	s.watches++
+	if s.watches == 1 {
+		return nil, errors.New("pub/sub connection refused")
+	}
+	return &stubWatch{Signal: driver.NewSignal()}, nil
+}
+
+func (s *flakyWatchStore) AcquireOrWait(ctx context.Context, name, owner string, ttl time.Duration, m driver.Mark) (driver.Tenure, error) {
+	return driver.Tenure{Owner: "other", Token: 1, Expires: time.Now().Add(time.Minute), Remaining: time.Minute}, nil
+}
+
+func (s *flakyWatchStore) StopWaiting(ctx context.Context, name, waiter string) error { return nil }
+
+type stubWatch struct{ driver.Signal }
+
+func (stubWatch) Stop() {}
+
+// A turn watch that fails to come up does not fail the waiting Acquire:
+// it answers as the store does, and the next attempt sets the watch up.
+func TestAFailedTurnWatchIsTriedAgain(t *testing.T) {
+	s := &flakyWatchStore{}
+	l := driver.NewLocker("stub", s)
+	defer l.Close()
+	w := line.New(false, time.Second)
+	defer w.Done(false)
+	ctx := line.NewContext(context.Background(), w)
+	for i := range 2 {
+		if _, err := l.Acquire(ctx, "job", "me", time.Minute); !errors.Is(err, lease.ErrHeld) {
+			t.Fatalf("attempt %d: %v, want ErrHeld (the watch's failure is not the attempt's)", i, err)
+		}
+	}
+	if s.watches != 2 {
+		t.Fatalf("%d turn watches set up, want 2: the failed one is tried again at the next attempt", s.watches)
+	}
+}
