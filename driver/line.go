@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -139,7 +140,7 @@ func (ls *lines) join(ctx context.Context, l *Locker, s TurnWatcher, w *line.Wai
 	}
 	if w.Take(func(acquired bool) { ls.leave(l, s, name, n, w, acquired) }) {
 		n.waits = append(n.waits, w)
-	} else if !contains(n.waits, w) {
+	} else if !slices.Contains(n.waits, w) {
 		ls.mu.Unlock()
 		return nil, false, errors.New("a wait serves one name of one Locker")
 	}
@@ -274,13 +275,4 @@ func (ls *lines) closeAll() {
 			d.cancel()
 		}
 	}
-}
-
-func contains(ws []*line.Wait, w *line.Wait) bool {
-	for _, o := range ws {
-		if o == w {
-			return true
-		}
-	}
-	return false
 }
