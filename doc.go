@@ -77,9 +77,10 @@
 // (import github.com/leasekit/lease/backend/all for all of them).
 //
 // Every backend of this module also implements the optional interfaces
-// BatchRenewer (many renewals in one round trip, which Run uses when many
-// leases share a Locker), Lister and ForceReleaser (for operators), and
-// Waiter (a watch on a name's releases).
+// Lister and ForceReleaser (for operators) and driver.Watcher (a watch on
+// a name's releases; Can says whether the store can), and renews many
+// leases in one round trip (driver.Locker.RenewBatch, which Run uses when
+// many leases share a Locker).
 //
 // # Waiting
 //

@@ -8,6 +8,7 @@ import (
 
 	"github.com/leasekit/lease"
 	"github.com/leasekit/lease/backend/memory"
+	"github.com/leasekit/lease/driver"
 )
 
 // Run is how most programs use a lease: the work runs only where the lease
@@ -98,7 +99,7 @@ func ExampleCan() {
 	defer locker.Close()
 
 	fmt.Println("list:", lease.Can[lease.Lister](locker))
-	fmt.Println("watch:", lease.Can[lease.Waiter](locker))
+	fmt.Println("watch:", lease.Can[driver.Watcher](locker))
 	// Output:
 	// list: true
 	// watch: true

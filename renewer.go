@@ -15,7 +15,7 @@ import (
 // by Locker: it wakes
 // when the earliest renewal falls due, takes every renewal due within an
 // eighth of its interval (and none before one is due), most urgent (earliest Deadline) first, and sends
-// them as one BatchRenewer call per maxBatch tenures. A lone Run renews
+// them as one RenewBatch call (see batchRenewer) per maxBatch tenures. A lone Run renews
 // every ttl/3 as it always did; ten thousand Runs cost a few calls per
 // sweep instead of ten thousand. The renewer's goroutine lives while at
 // least one Run uses it.
@@ -27,7 +27,7 @@ const maxBatch = 500
 const maxCalls = 4
 
 // fallbackRenewals bounds the Renew calls a renewer makes at once on a
-// Locker that is not a BatchRenewer.
+// Locker that is not a batchRenewer.
 const fallbackRenewals = 8
 
 // sharer is a Locker that keeps what the Runs on it share: Shared
@@ -305,19 +305,20 @@ func bunch(jobs []*renewJob) []*renewJob {
 	return out
 }
 
-// renew renews chunk in one call (or a few, without BatchRenewer) bounded
+// renew renews chunk in one call (or a few, without batchRenewer) bounded
 // by the latest of their Deadlines, and applies the results.
 func (r *renewer) renew(chunk []*renewJob) {
-	reqs := make([]RenewRequest, len(chunk))
+	leases := make([]Lease, len(chunk))
+	ttls := make([]time.Duration, len(chunk))
 	var deadline time.Time
 	for i, j := range chunk {
-		reqs[i] = RenewRequest{Lease: j.h.get(), TTL: j.ttl}
-		if d := reqs[i].Lease.Deadline; d.After(deadline) {
+		leases[i], ttls[i] = j.h.get(), j.ttl
+		if d := leases[i].Deadline; d.After(deadline) {
 			deadline = d
 		}
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
-	results := renewAll(ctx, r.l, reqs)
+	renewed, errs := renewAll(ctx, r.l, leases, ttls)
 	cancel()
 
 	now := time.Now()
@@ -325,53 +326,62 @@ func (r *renewer) renew(chunk []*renewJob) {
 	defer r.mu.Unlock()
 	for i, j := range chunk {
 		j.inflight = false
-		res := results[i]
-		switch {
-		case res.Err == nil:
-			j.h.set(res.Lease)
-			j.renewed(res.Lease)
-			j.next = j.nextAfter(res.Lease)
-			j.log.log(slog.LevelDebug, "lease renewed", slog.Duration("lease.slack", reqs[i].Lease.Deadline.Sub(now)))
-		case errors.Is(res.Err, ErrLost):
+		switch err := errs[i]; {
+		case err == nil:
+			j.h.set(renewed[i])
+			j.renewed(renewed[i])
+			j.next = j.nextAfter(renewed[i])
+			j.log.log(slog.LevelDebug, "lease renewed", slog.Duration("lease.slack", leases[i].Deadline.Sub(now)))
+		case errors.Is(err, ErrLost):
 			j.over = true
-			err := fmt.Errorf("lease %q: renewal: %w", reqs[i].Lease.Name, res.Err)
+			err := fmt.Errorf("lease %q: renewal: %w", leases[i].Name, err)
 			j.log.log(slog.LevelError, "lease lost", slog.Any("error", err))
 			j.lost(err)
 		default:
 			// The store failed; try again soon, while the Deadline lasts
 			// (the watchdog ends fn's context at the Deadline).
 			j.next = now.Add(max(j.every/4, time.Millisecond))
-			j.log.log(slog.LevelWarn, "lease renewal failed; retrying", slog.Any("error", res.Err), slog.Duration("lease.left", reqs[i].Lease.Deadline.Sub(now)))
+			j.log.log(slog.LevelWarn, "lease renewal failed; retrying", slog.Any("error", err), slog.Duration("lease.left", leases[i].Deadline.Sub(now)))
 		}
 	}
 	r.idle.Broadcast()
 }
 
-// renewAll renews reqs on l: in one call when l is a BatchRenewer, else a
-// few Renew calls at a time.
-func renewAll(ctx context.Context, l Locker, reqs []RenewRequest) []RenewResult {
-	if br, ok := l.(BatchRenewer); ok && Can[BatchRenewer](l) {
-		if res := br.RenewBatch(ctx, reqs); len(res) == len(reqs) {
-			return res
+// batchRenewer is a Locker that renews many leases in one call:
+// leases[i] for ttls[i], each exactly as Renew would, with one result per
+// lease, in order. Every Locker of this module is one (see
+// driver.Locker.RenewBatch), and so is otellease's wrapper over one; a
+// Locker that is not is renewed a few Renew calls at a time.
+type batchRenewer interface {
+	RenewBatch(ctx context.Context, leases []Lease, ttls []time.Duration) ([]Lease, []error)
+}
+
+// renewAll renews leases[i] for ttls[i] on l: in one call when l is a
+// batchRenewer, else a few Renew calls at a time.
+func renewAll(ctx context.Context, l Locker, leases []Lease, ttls []time.Duration) ([]Lease, []error) {
+	if br, ok := l.(batchRenewer); ok {
+		out, errs := br.RenewBatch(ctx, leases, ttls)
+		if len(out) == len(leases) && len(errs) == len(leases) {
+			return out, errs
 		}
 		err := fmt.Errorf("lease: %T.RenewBatch returned the wrong number of results", l)
-		out := make([]RenewResult, len(reqs))
-		for i := range out {
-			out[i].Err = err
+		out, errs = make([]Lease, len(leases)), make([]error, len(leases))
+		for i := range errs {
+			errs[i] = err
 		}
-		return out
+		return out, errs
 	}
-	out := make([]RenewResult, len(reqs))
+	out, errs := make([]Lease, len(leases)), make([]error, len(leases))
 	sem := make(chan struct{}, fallbackRenewals)
 	var wg sync.WaitGroup
-	for i, req := range reqs {
+	for i := range leases {
 		sem <- struct{}{}
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			out[i].Lease, out[i].Err = l.Renew(ctx, req.Lease, req.TTL)
+			out[i], errs[i] = l.Renew(ctx, leases[i], ttls[i])
 		}()
 	}
 	wg.Wait()
-	return out
+	return out, errs
 }

@@ -20,10 +20,10 @@ type batchCounter struct {
 	calls, tenures atomic.Int64
 }
 
-func (b *batchCounter) RenewBatch(ctx context.Context, reqs []lease.RenewRequest) []lease.RenewResult {
+func (b *batchCounter) RenewBatch(ctx context.Context, leases []lease.Lease, ttls []time.Duration) ([]lease.Lease, []error) {
 	b.calls.Add(1)
-	b.tenures.Add(int64(len(reqs)))
-	return b.Locker.RenewBatch(ctx, reqs)
+	b.tenures.Add(int64(len(leases)))
+	return b.Locker.RenewBatch(ctx, leases, ttls)
 }
 
 func TestRunsOnOneLockerRenewInBatches(t *testing.T) {
@@ -150,9 +150,9 @@ type slowBatches struct {
 	rtt time.Duration
 }
 
-func (b *slowBatches) RenewBatch(ctx context.Context, reqs []lease.RenewRequest) []lease.RenewResult {
+func (b *slowBatches) RenewBatch(ctx context.Context, leases []lease.Lease, ttls []time.Duration) ([]lease.Lease, []error) {
 	time.Sleep(b.rtt)
-	return b.batchCounter.RenewBatch(ctx, reqs)
+	return b.batchCounter.RenewBatch(ctx, leases, ttls)
 }
 
 // A renewal call that takes time must not turn the renewer into a stream
@@ -208,7 +208,7 @@ type overlapping struct {
 	inflight, max atomic.Int64
 }
 
-func (b *overlapping) RenewBatch(ctx context.Context, reqs []lease.RenewRequest) []lease.RenewResult {
+func (b *overlapping) RenewBatch(ctx context.Context, leases []lease.Lease, ttls []time.Duration) ([]lease.Lease, []error) {
 	n := b.inflight.Add(1)
 	for {
 		m := b.max.Load()
@@ -218,7 +218,7 @@ func (b *overlapping) RenewBatch(ctx context.Context, reqs []lease.RenewRequest)
 	}
 	time.Sleep(b.rtt)
 	b.inflight.Add(-1)
-	return b.batchCounter.RenewBatch(ctx, reqs)
+	return b.batchCounter.RenewBatch(ctx, leases, ttls)
 }
 
 // The calls of one sweep go out together: one after another, a store
@@ -276,10 +276,10 @@ func (k *keepsNothing) Inspect(ctx context.Context, name string) (lease.Lease, e
 	return k.l.Inspect(ctx, name)
 }
 func (k *keepsNothing) Close() error { return k.l.Close() }
-func (k *keepsNothing) RenewBatch(ctx context.Context, reqs []lease.RenewRequest) []lease.RenewResult {
+func (k *keepsNothing) RenewBatch(ctx context.Context, leases []lease.Lease, ttls []time.Duration) ([]lease.Lease, []error) {
 	k.calls.Add(1)
-	k.tenures.Add(int64(len(reqs)))
-	return k.l.RenewBatch(ctx, reqs)
+	k.tenures.Add(int64(len(leases)))
+	return k.l.RenewBatch(ctx, leases, ttls)
 }
 
 // The Runs on a Locker that keeps no shared state renew one by one, and

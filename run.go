@@ -179,8 +179,9 @@ func NewContext(ctx context.Context, l Lease) context.Context {
 // The Runs that share a Locker share one renewer, kept in the Locker
 // itself (every Locker of this module, and otellease's wrapper, keep it;
 // on any other Locker each Run renews on its own), which coalesces the
-// renewals that fall due together into one call when the Locker is a
-// BatchRenewer (every Locker of this module is), spreads them over ±10% of
+// renewals that fall due together into one call when the Locker has
+// RenewBatch (see driver.Locker.RenewBatch; every Locker of this module
+// has it), spreads them over ±10% of
 // the interval so that Runs started together do not renew in waves, and
 // renews the most urgent first. Its goroutine lives while any Run on the
 // Locker does; Run returns only after its renewals have stopped, and

@@ -167,8 +167,8 @@
 //	                       least an etcd renewal can cost
 //
 // Handoff compares lease.Run WithWait (woken by the store when the Locker
-// is a working lease.Waiter, polling otherwise: the report says which),
-// the same with the Waiter hidden (polling), WithFairWait where the
+// is a working driver.Watcher, polling otherwise: the report says which),
+// the same with the Watch hidden (polling), WithFairWait where the
 // backend keeps a queue, bsm/redislock's LinearBackoff(10ms) and
 // ExponentialBackoff(16ms, 1s), redsync's default tries (32, 50–250ms
 // apart) and etcd's Mutex.Lock (a watch on its predecessor). Each lease

@@ -15,6 +15,7 @@ import (
 	"go.etcd.io/etcd/client/v3/concurrency"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 )
 
 // waiter is one way to wait for a busy name.
@@ -26,8 +27,8 @@ type waiter struct {
 	open func(ctx context.Context, name string) (run func(ctx context.Context, fn func()) error, close func(), err error)
 }
 
-// plainLocker hides every optional interface of a Locker (Waiter,
-// BatchRenewer) and the line of waiters (its Acquire drops what the
+// plainLocker hides every optional interface of a Locker (Watcher,
+// RenewBatch) and the line of waiters (its Acquire drops what the
 // context carries), so Run's WithWait polls.
 type plainLocker struct{ lease.Locker }
 
@@ -78,11 +79,11 @@ func sharedWaiter(name, how string, l lease.Locker, ttl time.Duration, opts ...l
 }
 
 // watches reports how lease's WithWait waits on l: with the store's
-// notifications when l is a Waiter whose Watch works, else by polling.
+// notifications when l is a driver.Watcher whose Watch works, else by polling.
 func watches(ctx context.Context, l lease.Locker) (bool, string) {
-	w, ok := l.(lease.Waiter)
+	w, ok := l.(driver.Watcher)
 	if !ok {
-		return false, "polls (the Locker is not a lease.Waiter)"
+		return false, "polls (the Locker is not a driver.Watcher)"
 	}
 	watch, err := w.Watch(ctx, "handoff-probe")
 	switch {
@@ -95,7 +96,7 @@ func watches(ctx context.Context, l lease.Locker) (bool, string) {
 	if fair(ctx, l) {
 		return true, "the store's line of waiters: a release wakes the waiting Locker whose mark is oldest"
 	}
-	return true, "woken by the store's notifications, every waiting Locker at each release (lease.Waiter)"
+	return true, "woken by the store's notifications, every waiting Locker at each release (driver.Watcher)"
 }
 
 // fair reports whether l keeps a line of waiters, for WithFairWait: a
@@ -113,7 +114,7 @@ func handoffWaiters(ctx context.Context, cfg config, c *storeConn, t *table) []w
 	mk := c.newLocker
 	out := []waiter{leaseWaiter("lease WithWait", "lease.Run WithWait, a Locker per caller (as separate processes): "+how, mk, false, ttl, lease.WithWait(limit))}
 	if notified {
-		out = append(out, leaseWaiter("lease WithWait, polling", "lease.Run WithWait, a Locker per caller with its Waiter hidden: polls with jittered backoff from 10ms doubling to 1s", mk, true, ttl, lease.WithWait(limit)))
+		out = append(out, leaseWaiter("lease WithWait, polling", "lease.Run WithWait, a Locker per caller with its Watch hidden: polls with jittered backoff from 10ms doubling to 1s", mk, true, ttl, lease.WithWait(limit)))
 	}
 	if fair(ctx, c.locker) {
 		out = append(out, leaseWaiter("lease WithFairWait", "lease.Run WithFairWait, a Locker per caller: the store's line of waiters, in arrival order", mk, false, ttl, lease.WithFairWait(limit)))

@@ -128,8 +128,9 @@ func leaseRTT(ctx context.Context, cfg config, t *table, c *storeConn, k counter
 		t.add(c.label, op, got[op].String(), "—", "—")
 	}
 	// A batch renewal of cfg.batch tenures, in one RenewBatch call.
-	if br, ok := l.(lease.BatchRenewer); ok {
-		reqs := make([]lease.RenewRequest, 0, cfg.batch)
+	if br, ok := l.(batcher); ok {
+		leases := make([]lease.Lease, 0, cfg.batch)
+		ttls := make([]time.Duration, 0, cfg.batch)
 		owner := lease.NewOwner()
 		for i := range cfg.batch {
 			held, err := l.Acquire(ctx, fmt.Sprintf("rtt-batch-%d", i), owner, cfg.ttl)
@@ -137,25 +138,26 @@ func leaseRTT(ctx context.Context, cfg config, t *table, c *storeConn, k counter
 				firstErr = cmpErr(firstErr, fmt.Errorf("batch: acquire: %w", err))
 				break
 			}
-			reqs = append(reqs, lease.RenewRequest{Lease: held, TTL: cfg.ttl})
+			leases, ttls = append(leases, held), append(ttls, cfg.ttl)
 		}
 		var renewed int
 		n, _ := k.measure(func() error {
-			for _, r := range br.RenewBatch(ctx, reqs) {
-				if r.Err == nil {
+			_, errs := br.RenewBatch(ctx, leases, ttls)
+			for _, err := range errs {
+				if err == nil {
 					renewed++
 				} else if firstErr == nil {
-					firstErr = fmt.Errorf("batch renewal: %w", r.Err)
+					firstErr = fmt.Errorf("batch renewal: %w", err)
 				}
 			}
 			return nil
 		})
-		t.add(c.label, fmt.Sprintf("batch renewal of %d tenures (RenewBatch)", len(reqs)), fmt.Sprintf("%d (%d renewed)", n, renewed), "—", "—")
-		for _, r := range reqs {
-			_ = l.Release(ctx, r.Lease)
+		t.add(c.label, fmt.Sprintf("batch renewal of %d tenures (RenewBatch)", len(leases)), fmt.Sprintf("%d (%d renewed)", n, renewed), "—", "—")
+		for _, ls := range leases {
+			_ = l.Release(ctx, ls)
 		}
 	} else {
-		t.add(c.label, "batch renewal", "no BatchRenewer", "—", "—")
+		t.add(c.label, "batch renewal", "no RenewBatch", "—", "—")
 	}
 	if firstErr != nil {
 		t.note("%s lease: %s", c.label, short(firstErr))

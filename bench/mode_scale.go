@@ -17,8 +17,8 @@ import (
 )
 
 // countingLocker counts the renewals that go through it, one by one or in
-// batches. It implements lease.BatchRenewer when the Locker it wraps
-// does (every Locker of the lease module does), so Run batches as usual.
+// batches. It has RenewBatch, renewing through the wrapped Locker's when it
+// has one (every Locker of the lease module does), so Run batches as usual.
 type countingLocker struct {
 	lease.Locker
 	renewals atomic.Int64 // tenures renewed or attempted
@@ -31,17 +31,23 @@ func (l *countingLocker) Renew(ctx context.Context, ls lease.Lease, ttl time.Dur
 	return l.Locker.Renew(ctx, ls, ttl)
 }
 
-func (l *countingLocker) RenewBatch(ctx context.Context, reqs []lease.RenewRequest) []lease.RenewResult {
-	l.renewals.Add(int64(len(reqs)))
+func (l *countingLocker) RenewBatch(ctx context.Context, leases []lease.Lease, ttls []time.Duration) ([]lease.Lease, []error) {
+	l.renewals.Add(int64(len(leases)))
 	l.calls.Add(1)
-	if br, ok := l.Locker.(lease.BatchRenewer); ok {
-		return br.RenewBatch(ctx, reqs)
+	if br, ok := l.Locker.(batcher); ok {
+		return br.RenewBatch(ctx, leases, ttls)
 	}
-	out := make([]lease.RenewResult, len(reqs))
-	for i, r := range reqs {
-		out[i].Lease, out[i].Err = l.Locker.Renew(ctx, r.Lease, r.TTL)
+	out, errs := make([]lease.Lease, len(leases)), make([]error, len(leases))
+	for i := range leases {
+		out[i], errs[i] = l.Locker.Renew(ctx, leases[i], ttls[i])
 	}
-	return out
+	return out, errs
+}
+
+// batcher is a Locker that renews many leases in one call, as
+// driver.Locker.RenewBatch does and lease.Run uses.
+type batcher interface {
+	RenewBatch(ctx context.Context, leases []lease.Lease, ttls []time.Duration) ([]lease.Lease, []error)
 }
 
 // memSample reads the goroutine count and the bytes of live heap objects

@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"testing"
@@ -9,15 +10,53 @@ import (
 	"github.com/leasekit/lease"
 )
 
-// Contract line 4 for lease.BatchRenewer: a batch of renewals gives each
-// tenure the answer and the expiry its own Renew would.
+// Contract line 4 for RenewBatch (driver.Locker.RenewBatch, which
+// lease.Run renews through): a batch of renewals gives each tenure the
+// answer and the expiry its own Renew would.
 
-// batchRenewer returns l's lease.BatchRenewer, or skips the case.
-func batchRenewer(t testing.TB, l lease.Locker) lease.BatchRenewer {
+// batcher is a Locker with RenewBatch, as driver.Locker has it.
+type batcher interface {
+	RenewBatch(ctx context.Context, leases []lease.Lease, ttls []time.Duration) ([]lease.Lease, []error)
+}
+
+// renewReq and renewRes are one renewal of a batch and its outcome, as
+// the cases below write them.
+type renewReq struct {
+	Lease lease.Lease
+	TTL   time.Duration
+}
+
+type renewRes struct {
+	Lease lease.Lease
+	Err   error
+}
+
+// renewBatch calls br.RenewBatch with reqs and pairs up the results; a
+// batch that returns other than one Lease and one error per request
+// fails the case.
+func renewBatch(t testing.TB, ctx context.Context, br batcher, reqs []renewReq) []renewRes {
 	t.Helper()
-	br, ok := l.(lease.BatchRenewer)
+	leases, ttls := make([]lease.Lease, len(reqs)), make([]time.Duration, len(reqs))
+	for i, r := range reqs {
+		leases[i], ttls[i] = r.Lease, r.TTL
+	}
+	out, errs := br.RenewBatch(ctx, leases, ttls)
+	if len(out) != len(reqs) || len(errs) != len(reqs) {
+		t.Fatalf("RenewBatch returned %d leases and %d errors for %d requests", len(out), len(errs), len(reqs))
+	}
+	res := make([]renewRes, len(reqs))
+	for i := range res {
+		res[i] = renewRes{out[i], errs[i]}
+	}
+	return res
+}
+
+// batchRenewer returns l's RenewBatch, or skips the case.
+func batchRenewer(t testing.TB, l lease.Locker) batcher {
+	t.Helper()
+	br, ok := l.(batcher)
 	if !ok {
-		t.Skip("the Locker does not implement lease.BatchRenewer")
+		t.Skip("the Locker has no RenewBatch")
 	}
 	return br
 }
@@ -36,11 +75,11 @@ func batchAnswersInPlace(t testing.TB, s *suite) {
 		held[i], _ = s.acquire(t, l, s.name(fmt.Sprintf("batch-order-%d", (i*5)%n)), fmt.Sprintf("owner-%d", n-i), long)
 	}
 	order := []int{3, 0, 6, 2, 5, 1, 4}
-	reqs := make([]lease.RenewRequest, n)
+	reqs := make([]renewReq, n)
 	for i, j := range order {
-		reqs[i] = lease.RenewRequest{Lease: held[j], TTL: long}
+		reqs[i] = renewReq{Lease: held[j], TTL: long}
 	}
-	res := br.RenewBatch(t.Context(), reqs)
+	res := renewBatch(t, t.Context(), br, reqs)
 	if len(res) != n {
 		t.Fatalf("RenewBatch returned %d results for %d requests", len(res), n)
 	}
@@ -64,7 +103,7 @@ func batchMixedTTLs(t testing.TB, s *suite) {
 	br := batchRenewer(t, l)
 	short, _ := s.acquire(t, l, s.name("batch-mixed-short"), "owner-a", long)
 	longer, _ := s.acquire(t, l, s.name("batch-mixed-long"), "owner-a", long)
-	res := br.RenewBatch(t.Context(), []lease.RenewRequest{{Lease: short, TTL: s.h.TTL}, {Lease: longer, TTL: long}, {Lease: short, TTL: s.h.TTL}})
+	res := renewBatch(t, t.Context(), br, []renewReq{{Lease: short, TTL: s.h.TTL}, {Lease: longer, TTL: long}, {Lease: short, TTL: s.h.TTL}})
 	renewed := time.Now()
 	for i, r := range res[:2] {
 		if r.Err != nil {
@@ -86,7 +125,7 @@ func batchLeavesTakerAlone(t testing.TB, s *suite) {
 	old, granted := s.acquire(t, l, name, "owner-a", s.h.TTL)
 	s.expire(t, l, name, s.h.TTL, granted)
 	taker, takenAt := s.acquire(t, other, name, "owner-b", 2*s.h.TTL)
-	res := br.RenewBatch(t.Context(), []lease.RenewRequest{{Lease: old, TTL: long}})
+	res := renewBatch(t, t.Context(), br, []renewReq{{Lease: old, TTL: long}})
 	mustBeLost(t, "RenewBatch of a tenure another owner took over", res[0].Err)
 	s.mustHold(t, other, taker, "right after a batch asked to renew the tenure it took over")
 	s.expire(t, other, name, 2*s.h.TTL, takenAt)
@@ -100,7 +139,7 @@ func batchAsLargeAsRun(t testing.TB, s *suite) {
 	br := batchRenewer(t, l)
 	const n = 300
 	ttl := 2 * s.h.TTL
-	reqs := make([]lease.RenewRequest, n)
+	reqs := make([]renewReq, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 16)
@@ -123,7 +162,7 @@ func batchAsLargeAsRun(t testing.TB, s *suite) {
 			failCall(t, fmt.Sprintf("Acquire %d of %d", i, n), err)
 		}
 	}
-	res := br.RenewBatch(t.Context(), reqs)
+	res := renewBatch(t, t.Context(), br, reqs)
 	answered := time.Now()
 	if len(res) != n {
 		t.Fatalf("RenewBatch returned %d results for %d requests", len(res), n)

@@ -15,6 +15,7 @@ import (
 	"github.com/leasekit/lease"
 	"github.com/leasekit/lease/conformance"
 	"github.com/leasekit/lease/driver"
+	"github.com/leasekit/lease/internal/batchtest"
 	"github.com/leasekit/lease/internal/line"
 	"github.com/leasekit/lease/internal/testenv"
 )
@@ -447,14 +448,27 @@ func (l *toy) Inspect(ctx context.Context, name string) (lease.Lease, error) {
 }
 
 // RenewBatch renews one request at a time, as Renew would, except in
-// the batch-* modes.
-func (l *toy) RenewBatch(ctx context.Context, reqs []lease.RenewRequest) []lease.RenewResult {
-	out := make([]lease.RenewResult, len(reqs))
+// the batch-* modes (renewBatch).
+func (l *toy) RenewBatch(ctx context.Context, leases []lease.Lease, ttls []time.Duration) ([]lease.Lease, []error) {
+	reqs := make([]batchtest.Req, len(leases))
+	for i := range reqs {
+		reqs[i] = batchtest.Req{Lease: leases[i], TTL: ttls[i]}
+	}
+	res := l.renewBatch(ctx, reqs)
+	out, errs := make([]lease.Lease, len(res)), make([]error, len(res))
+	for i, r := range res {
+		out[i], errs[i] = r.Lease, r.Err
+	}
+	return out, errs
+}
+
+func (l *toy) renewBatch(ctx context.Context, reqs []batchtest.Req) []batchtest.Res {
+	out := make([]batchtest.Res, len(reqs))
 	switch {
 	case l.is("batch-sorted"):
 		// Answers in name order, as a store that sorts the keys it reads.
 		sorted := slices.Clone(reqs)
-		slices.SortStableFunc(sorted, func(a, b lease.RenewRequest) int { return strings.Compare(a.Lease.Name, b.Lease.Name) })
+		slices.SortStableFunc(sorted, func(a, b batchtest.Req) int { return strings.Compare(a.Lease.Name, b.Lease.Name) })
 		for i, r := range sorted {
 			out[i].Lease, out[i].Err = l.Renew(ctx, r.Lease, r.TTL)
 		}
@@ -572,7 +586,7 @@ func (l *toy) ForceRelease(ctx context.Context, name string) (lease.Lease, error
 // Watch keeps one watch per name, woken by Release (but not in mode
 // watch-never-wakes, and only through the same Locker in mode
 // watch-local-only).
-func (l *toy) Watch(ctx context.Context, name string) (lease.Watch, error) {
+func (l *toy) Watch(ctx context.Context, name string) (driver.Watch, error) {
 	c := make(chan struct{}, 1)
 	watches := l.watchesOf()
 	watches.Store(name, c)

@@ -32,8 +32,8 @@
 // tools like "lease check" that certify a store outside go test.
 //
 // The suite also checks the optional interfaces where a Locker implements
-// them (lease.BatchRenewer, lease.Lister, lease.ForceReleaser, the waiting
-// ones), and runs lease.Run over the store. Expiry by the store's clock is
+// them (RenewBatch as driver.Locker has it, lease.Lister,
+// lease.ForceReleaser, driver.Watcher and the waiting line), and runs lease.Run over the store. Expiry by the store's clock is
 // checked across Lockers whose clocks disagree when the Harness gives
 // NewSkewed; without it the store is reported as proven on one clock
 // only. Its own tests run it against deliberately broken backends, one

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 	"github.com/leasekit/lease/internal/line"
 )
 
@@ -218,7 +219,7 @@ func turnWithoutMarksWakesAll(t testing.TB, s *suite) {
 	s.woken(t, wA.changed(), "a waiter without a mark", "a Release with no mark placed")
 	s.woken(t, wB.changed(), "another waiter without a mark", "a Release with no mark placed")
 
-	w, ok := holder.(lease.Waiter)
+	w, ok := holder.(driver.Watcher)
 	if !ok {
 		return
 	}

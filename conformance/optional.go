@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 )
 
 // The optional interfaces, checked where a Locker implements them.
@@ -132,9 +133,9 @@ func watchWakesOnAnotherLockersRelease(t testing.TB, s *suite) {
 // (l itself, or another Locker) releases and force-releases the name's
 // tenure.
 func watchWakes(t testing.TB, s *suite, l, other lease.Locker, label string) {
-	w, ok := l.(lease.Waiter)
+	w, ok := l.(driver.Watcher)
 	if !ok {
-		t.Skip("the Locker does not implement lease.Waiter")
+		t.Skip("the Locker does not implement driver.Watcher")
 	}
 	ctx := t.Context()
 	name := s.name(label)
@@ -246,27 +247,14 @@ func canTellsTheTruth(t testing.TB, s *suite) {
 		check("ForceReleaser", lease.Can[lease.ForceReleaser](l), has, err)
 	}
 	{
-		w, has := l.(lease.Waiter)
+		w, has := l.(driver.Watcher)
 		var err error
 		if has {
-			var watch lease.Watch
+			var watch driver.Watch
 			if watch, err = w.Watch(ctx, name); err == nil {
 				watch.Stop()
 			}
 		}
-		check("Waiter", lease.Can[lease.Waiter](l), has, err)
-	}
-	{
-		br, has := l.(lease.BatchRenewer)
-		var err error
-		if has {
-			held, _ := s.acquire(t, l, name, "owner-a", long)
-			res := br.RenewBatch(ctx, []lease.RenewRequest{{Lease: held, TTL: long}})
-			if len(res) == 1 {
-				err = res[0].Err
-			}
-			_ = l.Release(ctx, held)
-		}
-		check("BatchRenewer", lease.Can[lease.BatchRenewer](l), has, err)
+		check("driver.Watcher", lease.Can[driver.Watcher](l), has, err)
 	}
 }

@@ -224,10 +224,7 @@ func shorterTTLEndsSooner(t testing.TB, s *suite) {
 // single Renew would, and changes only the intact ones.
 func batchRenewMatchesRenew(t testing.TB, s *suite) {
 	l := s.locker(t)
-	br, ok := l.(lease.BatchRenewer)
-	if !ok {
-		t.Skip("the Locker does not implement lease.BatchRenewer")
-	}
+	br := batchRenewer(t, l)
 	ctx := t.Context()
 	intact, _ := s.acquire(t, l, s.name("batch-intact"), "owner-a", long)
 	released, _ := s.acquire(t, l, s.name("batch-released"), "owner-a", long)
@@ -245,7 +242,7 @@ func batchRenewMatchesRenew(t testing.TB, s *suite) {
 	forged := intact
 	forged.Token++
 
-	reqs := []lease.RenewRequest{
+	reqs := []renewReq{
 		{Lease: intact, TTL: long},
 		{Lease: expired, TTL: long},
 		{Lease: released, TTL: long},
@@ -255,7 +252,7 @@ func batchRenewMatchesRenew(t testing.TB, s *suite) {
 		{Lease: intact, TTL: 0},
 	}
 	start := time.Now()
-	res := br.RenewBatch(ctx, reqs)
+	res := renewBatch(t, ctx, br, reqs)
 	done := time.Now()
 	if len(res) != len(reqs) {
 		t.Fatalf("RenewBatch returned %d results for %d requests", len(res), len(reqs))
@@ -276,7 +273,7 @@ func batchRenewMatchesRenew(t testing.TB, s *suite) {
 	mustBeInvalid(t, "RenewBatch with ttl 0", res[6].Err, "ttl")
 	// A batch of one lost tenure, as lease.Run's renewer sends for one
 	// Run, answers lost too.
-	one := br.RenewBatch(ctx, []lease.RenewRequest{{Lease: released, TTL: long}})
+	one := renewBatch(t, ctx, br, []renewReq{{Lease: released, TTL: long}})
 	if len(one) != 1 {
 		t.Fatalf("RenewBatch returned %d results for 1 request", len(one))
 	}
@@ -312,16 +309,16 @@ func partOfABurstRenewed(t testing.TB, s *suite) {
 			failCall(t, "Acquire of one of a burst", err)
 		}
 	}
-	batch, _ := l.(lease.BatchRenewer)
+	batch, _ := l.(batcher)
 	renewed, idle := held[:n/2], held[n/2:]
 	renewSome := func() {
 		t.Helper()
 		if batch != nil {
-			reqs := make([]lease.RenewRequest, n/4)
+			reqs := make([]renewReq, n/4)
 			for i := range reqs {
-				reqs[i] = lease.RenewRequest{Lease: renewed[i], TTL: ttl}
+				reqs[i] = renewReq{Lease: renewed[i], TTL: ttl}
 			}
-			res := batch.RenewBatch(t.Context(), reqs)
+			res := renewBatch(t, t.Context(), batch, reqs)
 			answered := time.Now()
 			for i, r := range res {
 				if r.Err != nil {

@@ -140,7 +140,7 @@ func runCancelsOnLoss(t testing.TB, s *suite) {
 				t.Errorf("fn's context ended with cause %v, want one matching ErrLost", context.Cause(ctx))
 			}
 			// The next renewal (a batch of one, where the Locker is a
-			// BatchRenewer) finds the loss: the work stops then, not at
+			// has RenewBatch) finds the loss: the work stops then, not at
 			// the Deadline a store error would let it run to.
 			if d := time.Since(released); d > 3*every+time.Second && s.h.Advance == nil {
 				t.Errorf("fn's context ended %s after its lease was released behind its back, renewing every %s (Deadline %s after the release): the renewal that found the loss did not stop the work",

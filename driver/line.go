@@ -45,7 +45,7 @@ type nameLine struct {
 	busy   lease.HeldError // the head's last busy answer, for the others
 	marked bool            // the store may hold this Locker's mark
 	// The turn Watch, once set up: its wake-ups go to the head.
-	watch  lease.Watch
+	watch  Watch
 	cancel context.CancelFunc // ends the watch's context
 	setup  bool               // a waiter is setting the watch up
 	stop   chan struct{}      // closed when the line is dropped
@@ -191,7 +191,7 @@ func (ls *lines) join(ctx context.Context, l *Locker, s TurnWatcher, w *line.Wai
 
 // watch sets up the Locker's turn Watch of name. Setting it up is bounded
 // by ctx; the Watch then lasts until its cancel is called.
-func (ls *lines) watch(ctx context.Context, s TurnWatcher, name string) (lease.Watch, context.CancelFunc, error) {
+func (ls *lines) watch(ctx context.Context, s TurnWatcher, name string) (Watch, context.CancelFunc, error) {
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	stopBound := context.AfterFunc(ctx, cancel)
 	watch, err := s.WatchTurn(wctx, name, ls.waiter())
@@ -257,7 +257,7 @@ func (ls *lines) leave(l *Locker, s TurnWatcher, name string, n *nameLine, w *li
 func (ls *lines) closeAll() {
 	type drop struct {
 		n      *nameLine
-		watch  lease.Watch
+		watch  Watch
 		cancel context.CancelFunc
 	}
 	ls.mu.Lock()

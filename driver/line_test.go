@@ -10,6 +10,7 @@ import (
 	"github.com/leasekit/lease"
 	"github.com/leasekit/lease/backend/memory"
 	"github.com/leasekit/lease/driver"
+	"github.com/leasekit/lease/internal/batchtest"
 	"github.com/leasekit/lease/internal/line"
 )
 
@@ -17,7 +18,7 @@ import (
 // store, says it cannot watch (the SQL store without a Listener).
 type watchingStub struct{ stub }
 
-func (s *watchingStub) Watch(ctx context.Context, name string) (lease.Watch, error) {
+func (s *watchingStub) Watch(ctx context.Context, name string) (driver.Watch, error) {
 	return nil, errors.ErrUnsupported
 }
 
@@ -39,19 +40,19 @@ func TestCanAnswersAsTheStoreCan(t *testing.T) {
 	}{
 		{"Lister on a store without List", lease.Can[lease.Lister](plain), false},
 		{"ForceReleaser on a store without ForceRelease", lease.Can[lease.ForceReleaser](plain), false},
-		{"Waiter on a store without Watch", lease.Can[lease.Waiter](plain), false},
-		{"Waiter on a store that has Watch but says it cannot", lease.Can[lease.Waiter](capable), false},
-		{"BatchRenewer (one at a time without a batch store)", lease.Can[lease.BatchRenewer](plain), true},
+		{"Watcher on a store without Watch", lease.Can[driver.Watcher](plain), false},
+		{"Watcher on a store that has Watch but says it cannot", lease.Can[driver.Watcher](capable), false},
+		{"BatchRenewer (one at a time without a batch store)", lease.Can[batchtest.Batcher](plain), true},
 		{"Lister on memory", lease.Can[lease.Lister](mem), true},
-		{"Waiter on memory", lease.Can[lease.Waiter](mem), true},
+		{"Watcher on memory", lease.Can[driver.Watcher](mem), true},
 	} {
 		if c.got != c.want {
 			t.Errorf("lease.Can, %s = %v, want %v", c.what, c.got, c.want)
 		}
 	}
 	// The type assertions are true all the same: the methods are there.
-	if _, ok := any(plain).(lease.Waiter); !ok {
-		t.Error("driver.Locker is not a lease.Waiter")
+	if _, ok := any(plain).(driver.Watcher); !ok {
+		t.Error("driver.Locker is not a Watcher")
 	}
 }
 
@@ -133,11 +134,11 @@ type flakyWatchStore struct {
 	watches int
 }
 
-func (s *flakyWatchStore) Watch(ctx context.Context, name string) (lease.Watch, error) {
+func (s *flakyWatchStore) Watch(ctx context.Context, name string) (driver.Watch, error) {
 	return nil, errors.ErrUnsupported
 }
 
-func (s *flakyWatchStore) WatchTurn(ctx context.Context, name, waiter string) (lease.Watch, error) {
+func (s *flakyWatchStore) WatchTurn(ctx context.Context, name, waiter string) (driver.Watch, error) {
 	s.watches++
 	if s.watches == 1 {
 		return nil, errors.New("pub/sub connection refused")

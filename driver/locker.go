@@ -30,8 +30,9 @@ import (
 //
 // Backends embed a *Locker in their own Locker type and add what is theirs
 // (constructors, options, store-specific methods). Locker also implements
-// lease.Lister, lease.ForceReleaser, lease.Waiter and lease.BatchRenewer;
-// lease.Can (through the Locker's Can) says which of them work, as the
+// lease.Lister, lease.ForceReleaser and Watcher, and has RenewBatch (which
+// lease.Run renews through); lease.Can (through the Locker's Can) says
+// which of the interfaces work, as the
 // Store can (see Capable), and the ones that do not return an error
 // matching errors.ErrUnsupported.
 type Locker struct {
@@ -51,7 +52,7 @@ var (
 	_ lease.Locker        = (*Locker)(nil)
 	_ lease.Lister        = (*Locker)(nil)
 	_ lease.ForceReleaser = (*Locker)(nil)
-	_ lease.Waiter        = (*Locker)(nil)
+	_ Watcher             = (*Locker)(nil)
 )
 
 // NewLocker returns a Locker that keeps its tenures in s. backend names
@@ -240,16 +241,16 @@ func (l *Locker) ForceRelease(ctx context.Context, name string) (lease.Lease, er
 	return l.view(ctx, op, name, t)
 }
 
-// Watch implements lease.Waiter through the Store's Watcher, and returns
+// Watch implements Watcher through the Store's Watcher, and returns
 // an error matching errors.ErrUnsupported when the Store is not one.
-func (l *Locker) Watch(ctx context.Context, name string) (lease.Watch, error) {
+func (l *Locker) Watch(ctx context.Context, name string) (Watch, error) {
 	s, ok := l.store.(Watcher)
-	return l.watch(ctx, "watch", name, ok && storeCan[Watcher](l.store), func() (lease.Watch, error) { return s.Watch(ctx, name) })
+	return l.watch(ctx, "watch", name, ok && storeCan[Watcher](l.store), func() (Watch, error) { return s.Watch(ctx, name) })
 }
 
 // watch makes a Watch or turn Watch of name with start, with the checks
 // and errors of op; supported says whether the Store can.
-func (l *Locker) watch(ctx context.Context, op, name string, supported bool, start func() (lease.Watch, error)) (lease.Watch, error) {
+func (l *Locker) watch(ctx context.Context, op, name string, supported bool, start func() (Watch, error)) (Watch, error) {
 	if !supported {
 		return nil, fmt.Errorf("%s: %s: %w", l.prefix, op, errors.ErrUnsupported)
 	}
@@ -408,7 +409,7 @@ func ctxErr(ctx context.Context) error {
 
 // Can answers lease.Can: whether the Locker can do what the optional
 // interface that p points to promises (*lease.Lister, *lease.ForceReleaser,
-// *lease.Waiter, *lease.BatchRenewer), as its Store can. RenewBatch always
+// *Watcher), as its Store can. RenewBatch is not asked about: it always
 // works (one renewal at a time without a BatchRenewer Store).
 func (l *Locker) Can(p any) bool {
 	switch p.(type) {
@@ -416,10 +417,8 @@ func (l *Locker) Can(p any) bool {
 		return storeCan[Lister](l.store)
 	case *lease.ForceReleaser:
 		return storeCan[ForceReleaser](l.store)
-	case *lease.Waiter:
+	case *Watcher:
 		return storeCan[Watcher](l.store)
-	case *lease.BatchRenewer:
-		return true
 	}
 	return false
 }

@@ -1,6 +1,6 @@
 package driver
 
-// Signal is the wake-up side of a lease.Watch: a channel that holds at
+// Signal is the wake-up side of a Watch: a channel that holds at
 // most one pending value, so a waiter that was busy when several changes
 // came sees one wake-up, and a Wake never blocks. Embed it in a Watch
 // to get its Changed method. Make one with NewSignal.
@@ -18,6 +18,6 @@ func (s Signal) Wake() {
 	}
 }
 
-// Changed implements lease.Watch's Changed: the channel that receives a
+// Changed implements Watch's Changed: the channel that receives a
 // value after Wake.
 func (s Signal) Changed() <-chan struct{} { return s.c }

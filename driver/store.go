@@ -3,8 +3,6 @@ package driver
 import (
 	"context"
 	"time"
-
-	"github.com/leasekit/lease"
 )
 
 // Tenure is one tenure of a name as a store reports it. The Locker turns
@@ -123,16 +121,33 @@ type RenewOutcome struct {
 	Err    error
 }
 
-// Watcher is a Store that can say when a name may have become free. The
-// Locker's Watch uses it; without it, Watch reports errors.ErrUnsupported
-// and lease.Run polls.
+// Watcher is a Store, or a Locker, that can say when a name may have
+// become free (PostgreSQL LISTEN/NOTIFY, Redis pub/sub, an etcd watch),
+// so that a caller waiting for a busy name wakes when it is released
+// instead of polling. The Locker's Watch uses the Store's; without it,
+// Watch reports errors.ErrUnsupported and lease.Run polls. Every Locker
+// of this module has Watch; lease.Can[driver.Watcher](l) says whether
+// its store can.
 type Watcher interface {
-	// Watch starts watching name and returns once the watch is in place.
-	// The returned Watch's Changed channel receives whenever the tenure of
-	// name may have ended (a hint: spurious wake-ups are fine, missed ones
-	// are not while the store's connection holds). ctx bounds setting up
-	// the watch and, after that, its life.
-	Watch(ctx context.Context, name string) (lease.Watch, error)
+	// Watch starts watching name and returns once the watch is in place,
+	// so that no release after Watch returns goes unnoticed while the
+	// store's connection holds. The Watch's Changed channel then receives
+	// whenever the tenure of name may have ended: released,
+	// force-released or, where the store says so, expired. A wake-up is a
+	// hint, never a grant (spurious ones are fine, missed ones are not):
+	// Acquire decides. ctx bounds setting up the watch and, after that,
+	// its life; the Watch lasts until Stop or until ctx ends.
+	Watch(ctx context.Context, name string) (Watch, error)
+}
+
+// Watch is a watch on one name, from Watcher.Watch.
+type Watch interface {
+	// Changed receives a value, at most one buffered, whenever the watched
+	// name may have become free. It is never closed.
+	Changed() <-chan struct{}
+	// Stop ends the watch and releases what it holds. It is safe to call
+	// more than once.
+	Stop()
 }
 
 // TurnWatcher is a Watcher that keeps a line of waiters per name: the
@@ -166,7 +181,7 @@ type TurnWatcher interface {
 	// receives when a release chose waiter's mark or found none, when
 	// StopWaiting passed the turn to waiter, and when the watch may have
 	// missed one (a dropped connection).
-	WatchTurn(ctx context.Context, name, waiter string) (lease.Watch, error)
+	WatchTurn(ctx context.Context, name, waiter string) (Watch, error)
 	// AcquireOrWait is Acquire that also, in the same round trip, changes
 	// m.Waiter's mark on name:
 	//   - when another owner holds name, it places the mark at the back if

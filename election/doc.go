@@ -62,7 +62,7 @@
 //
 // Observe yields the current term, then every change, including the
 // office falling vacant, and never a term older than one it yielded. It
-// uses the store's notifications where the Locker is a lease.Waiter (in
+// uses the store's notifications where the Locker is a driver.Watcher (in
 // this module the memory, Redis and etcd backends and PostgreSQL with a
 // Listener notify releases, etcd expiries too; SQLite and MySQL are
 // polled), reads the office again when

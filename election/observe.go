@@ -81,7 +81,7 @@ func WithPollInterval(d time.Duration) ObserveOption {
 //
 // How it learns of changes:
 //
-//   - When l is a lease.Waiter whose store can watch, the store wakes it
+//   - When l is a driver.Watcher whose store can watch, the store wakes it
 //     when the leader releases the office (and, on stores whose watch
 //     says so, when the term expires), and it reads the office at once.
 //     In this module the memory and Redis stores notify releases and
@@ -145,7 +145,7 @@ type observer struct {
 func (o *observer) run(yield func(Term, error) bool) {
 	// Watch before the first read, so that a release between a read and
 	// the wait is not missed.
-	if w, ok := o.l.(lease.Waiter); ok && lease.Can[lease.Waiter](o.l) {
+	if w, ok := o.l.(driver.Watcher); ok && lease.Can[driver.Watcher](o.l) {
 		if watch, err := w.Watch(o.ctx, o.office); err == nil {
 			defer watch.Stop()
 			o.changed = watch.Changed()

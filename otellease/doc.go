@@ -9,8 +9,8 @@
 // The wrapper passes every call through unchanged (same arguments, same
 // results, same errors) and records it on the way out. It implements the
 // optional interfaces lease.Lister, lease.ForceReleaser,
-// lease.BatchRenewer and lease.Waiter exactly when the wrapped Locker
-// does. Without WithMeterProvider and WithTracerProvider it uses the
+// driver.Watcher, and the method RenewBatch (driver.Locker's, which
+// lease.Run renews through), exactly when the wrapped Locker does. Without WithMeterProvider and WithTracerProvider it uses the
 // global providers of go.opentelemetry.io/otel, which record nothing until
 // the program installs an SDK with otel.SetMeterProvider and
 // otel.SetTracerProvider (before or after Wrap). The lease module's root

@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 )
 
 func newCore(l lease.Locker, cfg config) (*core, error) {
@@ -287,24 +288,30 @@ func (c *core) forceRelease(ctx context.Context, name string) (lease.Lease, erro
 	return l, err
 }
 
-// renewBatch implements lease.BatchRenewer for the wrappers whose Locker
-// is one: one span and one duration for the call, and each result
-// counted as a Renew's would be.
-func (c *core) renewBatch(ctx context.Context, reqs []lease.RenewRequest) []lease.RenewResult {
+// batcher is a Locker that renews many leases in one call, as
+// driver.Locker.RenewBatch does and lease.Run uses.
+type batcher interface {
+	RenewBatch(ctx context.Context, leases []lease.Lease, ttls []time.Duration) ([]lease.Lease, []error)
+}
+
+// renewBatch implements RenewBatch for the wrappers whose Locker has it:
+// one span and one duration for the call, and each result counted as a
+// Renew's would be.
+func (c *core) renewBatch(ctx context.Context, leases []lease.Lease, ttls []time.Duration) ([]lease.Lease, []error) {
 	ctx, span := c.start(ctx, opRenewBatch)
 	if c.quiet(ctx, span) {
 		defer span.End()
-		return c.l.(lease.BatchRenewer).RenewBatch(ctx, reqs)
+		return c.l.(batcher).RenewBatch(ctx, leases, ttls)
 	}
 	attrs := spanAttrs(span)
 	start := time.Now()
-	res := c.l.(lease.BatchRenewer).RenewBatch(ctx, reqs)
+	out, errs := c.l.(batcher).RenewBatch(ctx, leases, ttls)
 	end := time.Now()
-	out := outRenewed
+	res := outRenewed
 	var renewed, lost, failed int
 	var firstErr error
-	for i := range min(len(reqs), len(res)) {
-		o := classify(res[i].Err, outRenewed)
+	for i := range min(len(leases), len(out), len(errs)) {
+		o := classify(errs[i], outRenewed)
 		switch {
 		case o == outRenewed:
 			renewed++
@@ -313,37 +320,37 @@ func (c *core) renewBatch(ctx context.Context, reqs []lease.RenewRequest) []leas
 		default:
 			failed++
 			if firstErr == nil {
-				firstErr = res[i].Err
+				firstErr = errs[i]
 			}
 		}
-		out = worse(out, o)
-		c.renewed(ctx, reqs[i].Lease, res[i].Lease, o, start, end)
+		res = worse(res, o)
+		c.renewed(ctx, leases[i], out[i], o, start, end)
 	}
-	if len(res) != len(reqs) {
-		// The Locker broke BatchRenewer's contract; lease.Run reports it.
-		out = outError
-		firstErr = fmt.Errorf("RenewBatch returned %d results for %d requests", len(res), len(reqs))
+	if len(out) != len(leases) || len(errs) != len(leases) {
+		// The Locker broke RenewBatch's contract; lease.Run reports it.
+		res = outError
+		firstErr = fmt.Errorf("RenewBatch returned %d leases and %d errors for %d requests", len(out), len(errs), len(leases))
 	}
 	if attrs != nil {
-		attrs.add(keyBatchSize.Int(len(reqs)), keyBatchOK.Int(renewed), keyBatchLost.Int(lost), keyBatchFail.Int(failed))
+		attrs.add(keyBatchSize.Int(len(leases)), keyBatchOK.Int(renewed), keyBatchLost.Int(lost), keyBatchFail.Int(failed))
 	}
-	c.finish(ctx, span, opRenewBatch, out, firstErr, end.Sub(start), attrs)
-	return res
+	c.finish(ctx, span, opRenewBatch, res, firstErr, end.Sub(start), attrs)
+	return out, errs
 }
 
-// watch implements lease.Waiter for the wrappers whose Locker is one. The
+// watch implements driver.Watcher for the wrappers whose Locker is one. The
 // span covers setting the watch up, not its life.
-func (c *core) watch(ctx context.Context, name string) (lease.Watch, error) {
+func (c *core) watch(ctx context.Context, name string) (driver.Watch, error) {
 	sctx, span := c.start(ctx, opWatch)
 	if c.quiet(ctx, span) {
 		defer span.End()
-		return c.l.(lease.Waiter).Watch(ctx, name)
+		return c.l.(driver.Watcher).Watch(ctx, name)
 	}
 	attrs := spanAttrs(span)
 	start := time.Now()
 	// The watch lives on ctx, not on the span's context: a span that
 	// ended long ago must not be the parent of whatever the watch does.
-	w, err := c.l.(lease.Waiter).Watch(ctx, name)
+	w, err := c.l.(driver.Watcher).Watch(ctx, name)
 	took := time.Since(start)
 	if attrs != nil {
 		attrs.add(c.nameAttr(name))

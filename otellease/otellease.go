@@ -85,8 +85,8 @@ func WithHashedNames() Option {
 
 // Wrap returns a Locker that calls l and records each call as metrics and
 // a span (see the package documentation). It implements lease.Lister,
-// lease.ForceReleaser, lease.BatchRenewer and lease.Waiter exactly when l
-// does. lease.Run's waiting (WithWait, WithFairWait) works over it as
+// lease.ForceReleaser and driver.Watcher, and has RenewBatch, exactly when
+// l does. lease.Run's waiting (WithWait, WithFairWait) works over it as
 // over l, since it goes through Acquire, which the wrapper records and
 // passes on. It has an Unwrap method that returns l:
 //

@@ -11,6 +11,8 @@ import (
 
 	"github.com/leasekit/lease"
 	"github.com/leasekit/lease/backend/memory"
+	"github.com/leasekit/lease/driver"
+	"github.com/leasekit/lease/internal/batchtest"
 	"github.com/leasekit/lease/otellease"
 )
 
@@ -27,7 +29,7 @@ func (f failing) Renew(context.Context, lease.Lease, time.Duration) (lease.Lease
 func (f failing) Release(context.Context, lease.Lease) error           { return f.err }
 func (f failing) Inspect(context.Context, string) (lease.Lease, error) { return lease.Lease{}, f.err }
 func (f failing) Close() error                                         { return nil }
-func (f failing) Watch(context.Context, string) (lease.Watch, error) {
+func (f failing) Watch(context.Context, string) (driver.Watch, error) {
 	return nil, fmt.Errorf("failing: watch: %w", errors.ErrUnsupported)
 }
 
@@ -179,11 +181,11 @@ func TestOutcomesOnMemory(t *testing.T) {
 		{name: "release of a zero lease", op: "release", outcome: "invalid", errType: "invalid",
 			call: func(t *testing.T) { wantErr(t, w.Release(ctx, lease.Lease{}), lease.ErrInvalid) }},
 		{name: "watch", op: "watch", outcome: "watching",
-			call: func(t *testing.T) { must(w.(lease.Waiter).Watch(ctx, "job/a"))(t).Stop() },
+			call: func(t *testing.T) { must(w.(driver.Watcher).Watch(ctx, "job/a"))(t).Stop() },
 			span: map[string]string{"lease.name": "job/a"}},
 		{name: "a batch with a lost tenure", op: "renew_batch", outcome: "lost",
 			call: func(t *testing.T) {
-				res := w.(lease.BatchRenewer).RenewBatch(ctx, []lease.RenewRequest{{Lease: a, TTL: time.Minute}, {Lease: lost, TTL: time.Minute}})
+				res := batchtest.RenewBatch(ctx, w.(batchtest.Batcher), []batchtest.Req{{Lease: a, TTL: time.Minute}, {Lease: lost, TTL: time.Minute}})
 				if res[0].Err != nil || !errors.Is(res[1].Err, lease.ErrLost) {
 					t.Fatalf("RenewBatch: %v", res)
 				}
@@ -192,7 +194,7 @@ func TestOutcomesOnMemory(t *testing.T) {
 			span: map[string]string{"lease.batch.size": "2", "lease.batch.renewed": "1", "lease.batch.lost": "1", "lease.batch.failed": "0"}},
 		{name: "a batch with a malformed request", op: "renew_batch", outcome: "invalid", errType: "invalid",
 			call: func(t *testing.T) {
-				res := w.(lease.BatchRenewer).RenewBatch(ctx, []lease.RenewRequest{{Lease: a, TTL: time.Minute}, {Lease: lost, TTL: time.Minute}, {TTL: time.Minute}})
+				res := batchtest.RenewBatch(ctx, w.(batchtest.Batcher), []batchtest.Req{{Lease: a, TTL: time.Minute}, {Lease: lost, TTL: time.Minute}, {TTL: time.Minute}})
 				if res[0].Err != nil || !errors.Is(res[2].Err, lease.ErrInvalid) {
 					t.Fatalf("RenewBatch: %v", res)
 				}
@@ -201,7 +203,7 @@ func TestOutcomesOnMemory(t *testing.T) {
 			span: map[string]string{"lease.batch.size": "3", "lease.batch.renewed": "1", "lease.batch.lost": "1", "lease.batch.failed": "1"}},
 		{name: "a batch that all renews", op: "renew_batch", outcome: "renewed",
 			call: func(t *testing.T) {
-				res := w.(lease.BatchRenewer).RenewBatch(ctx, []lease.RenewRequest{{Lease: a, TTL: time.Minute}})
+				res := batchtest.RenewBatch(ctx, w.(batchtest.Batcher), []batchtest.Req{{Lease: a, TTL: time.Minute}})
 				a = must(res[0].Lease, res[0].Err)(t)
 			}},
 		{name: "release", op: "release", outcome: "released",
@@ -254,7 +256,7 @@ func TestOutcomesOfAFailingStore(t *testing.T) {
 			}},
 		{name: "unsupported watch", op: "watch", outcome: "unsupported",
 			call: func(t *testing.T) {
-				_, err := w.(lease.Waiter).Watch(ctx, "job")
+				_, err := w.(driver.Watcher).Watch(ctx, "job")
 				wantErr(t, err, errors.ErrUnsupported)
 			}},
 	})

@@ -338,12 +338,12 @@ func TestRunFairWaitNeedsALine(t *testing.T) {
 // become too slow would.
 type stalled struct{ *memory.Locker }
 
-func (stalled) RenewBatch(_ context.Context, reqs []lease.RenewRequest) []lease.RenewResult {
-	out := make([]lease.RenewResult, len(reqs))
-	for i := range out {
-		out[i].Err = errors.New("i/o timeout")
+func (stalled) RenewBatch(_ context.Context, leases []lease.Lease, _ []time.Duration) ([]lease.Lease, []error) {
+	errs := make([]error, len(leases))
+	for i := range errs {
+		errs[i] = errors.New("i/o timeout")
 	}
-	return out
+	return make([]lease.Lease, len(leases)), errs
 }
 
 // lease.Run whose renewals fail until the Deadline passes: Run's watchdog

@@ -11,6 +11,8 @@ import (
 
 	"github.com/leasekit/lease"
 	"github.com/leasekit/lease/backend/memory"
+	"github.com/leasekit/lease/driver"
+	"github.com/leasekit/lease/internal/batchtest"
 	"github.com/leasekit/lease/otellease"
 )
 
@@ -32,14 +34,14 @@ func (withList) List(context.Context, string) ([]lease.Lease, error) { return ni
 func (withForce) ForceRelease(context.Context, string) (lease.Lease, error) {
 	return lease.Lease{}, errForceReached
 }
-func (withBatch) RenewBatch(_ context.Context, reqs []lease.RenewRequest) []lease.RenewResult {
-	out := make([]lease.RenewResult, len(reqs))
-	for i := range out {
-		out[i].Err = errBatchReached
+func (withBatch) RenewBatch(_ context.Context, leases []lease.Lease, _ []time.Duration) ([]lease.Lease, []error) {
+	errs := make([]error, len(leases))
+	for i := range errs {
+		errs[i] = errBatchReached
 	}
-	return out
+	return make([]lease.Lease, len(leases)), errs
 }
-func (withWatch) Watch(context.Context, string) (lease.Watch, error) { return nil, errWatchReached }
+func (withWatch) Watch(context.Context, string) (driver.Watch, error) { return nil, errWatchReached }
 
 // lockerOnly is a lease.Locker and nothing more: an interface field
 // promotes only the interface's methods (failing's Watch stays hidden).
@@ -54,10 +56,10 @@ func interfaces(l lease.Locker) (bits int) {
 	if _, ok := l.(lease.ForceReleaser); ok {
 		bits |= 2
 	}
-	if _, ok := l.(lease.BatchRenewer); ok {
+	if _, ok := l.(batchtest.Batcher); ok {
 		bits |= 4
 	}
-	if _, ok := l.(lease.Waiter); ok {
+	if _, ok := l.(driver.Watcher); ok {
 		bits |= 8
 	}
 	return bits
@@ -89,12 +91,12 @@ func TestWrapperKeepsOptionalInterfaces(t *testing.T) {
 				t.Errorf("Wrap(%T).ForceRelease: %v", inner, err)
 			}
 		}
-		if b, ok := w.(lease.BatchRenewer); ok {
-			if res := b.RenewBatch(ctx, make([]lease.RenewRequest, 2)); len(res) != 2 || !errors.Is(res[1].Err, errBatchReached) {
+		if b, ok := w.(batchtest.Batcher); ok {
+			if res := batchtest.RenewBatch(ctx, b, make([]batchtest.Req, 2)); len(res) != 2 || !errors.Is(res[1].Err, errBatchReached) {
 				t.Errorf("Wrap(%T).RenewBatch: %v", inner, res)
 			}
 		}
-		if wt, ok := w.(lease.Waiter); ok {
+		if wt, ok := w.(driver.Watcher); ok {
 			if _, err := wt.Watch(ctx, "x"); !errors.Is(err, errWatchReached) {
 				t.Errorf("Wrap(%T).Watch: %v", inner, err)
 			}

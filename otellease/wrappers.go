@@ -2,8 +2,10 @@ package otellease
 
 import (
 	"context"
+	"time"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 )
 
 //go:generate go test -run TestGeneratedFilesAreCurrent -update
@@ -11,7 +13,8 @@ import (
 // A wrapper implements an optional interface exactly when the Locker it
 // wraps does, so that a type assertion on the wrapper answers as one on
 // the Locker would. The optional interfaces a wrapper keeps are
-// lease.Lister, lease.ForceReleaser, lease.BatchRenewer and lease.Waiter.
+// lease.Lister, lease.ForceReleaser, driver.Watcher, and RenewBatch
+// (driver.Locker's, which lease.Run renews through).
 //
 // Waiting needs none of them and no method of the wrapper's: lease.Run
 // passes a waiter's place in the line in the context of Acquire, and the
@@ -24,7 +27,7 @@ import (
 // below; the wrapper types in wrappers_gen.go embed *core (lease.Locker
 // and Unwrap) and one of these for each interface the wrapped Locker has:
 // one type per combination of the four, named by their initials (L
-// Lister, F ForceReleaser, B BatchRenewer, W Waiter). gen_test.go writes
+// Lister, F ForceReleaser, B RenewBatch, W Watcher). gen_test.go writes
 // that file.
 
 type lister struct{ c *core }
@@ -43,15 +46,16 @@ func (m forceReleaser) ForceRelease(ctx context.Context, name string) (lease.Lea
 
 type batchRenewer struct{ c *core }
 
-// RenewBatch implements lease.BatchRenewer.
-func (m batchRenewer) RenewBatch(ctx context.Context, reqs []lease.RenewRequest) []lease.RenewResult {
-	return m.c.renewBatch(ctx, reqs)
+// RenewBatch renews leases[i] for ttls[i] through the wrapped Locker's
+// RenewBatch (see driver.Locker.RenewBatch), traced as one call.
+func (m batchRenewer) RenewBatch(ctx context.Context, leases []lease.Lease, ttls []time.Duration) ([]lease.Lease, []error) {
+	return m.c.renewBatch(ctx, leases, ttls)
 }
 
 type waiter struct{ c *core }
 
-// Watch implements lease.Waiter.
-func (m waiter) Watch(ctx context.Context, name string) (lease.Watch, error) {
+// Watch implements driver.Watcher.
+func (m waiter) Watch(ctx context.Context, name string) (driver.Watch, error) {
 	return m.c.watch(ctx, name)
 }
 
@@ -74,10 +78,10 @@ func wrapperFor(l lease.Locker, c *core) lease.Locker {
 	if _, ok := l.(lease.ForceReleaser); ok {
 		bits |= hasForceReleaser
 	}
-	if _, ok := l.(lease.BatchRenewer); ok {
+	if _, ok := l.(batcher); ok {
 		bits |= hasBatchRenewer
 	}
-	if _, ok := l.(lease.Waiter); ok {
+	if _, ok := l.(driver.Watcher); ok {
 		bits |= hasWaiter
 	}
 	return wrappers[bits](c)

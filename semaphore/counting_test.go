@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 )
 
 // counting is a Locker that counts the calls that reach the store behind
@@ -39,8 +40,8 @@ func (c *counting) Inspect(ctx context.Context, name string) (lease.Lease, error
 }
 
 // Watch passes a watch on to the Locker behind, when it can watch.
-func (c *counting) Watch(ctx context.Context, name string) (lease.Watch, error) {
-	if w, ok := c.Locker.(lease.Waiter); ok {
+func (c *counting) Watch(ctx context.Context, name string) (driver.Watch, error) {
+	if w, ok := c.Locker.(driver.Watcher); ok {
 		return w.Watch(ctx, name)
 	}
 	return nil, errors.ErrUnsupported

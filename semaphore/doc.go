@@ -95,7 +95,7 @@
 //
 // A caller that waits (Run with WithWait) on a full semaphore pays, once,
 // the N tries that found it full, then one watch per slot where the
-// Locker is a lease.Waiter (memory, Redis, etcd, PostgreSQL with a
+// Locker is a driver.Watcher (memory, Redis, etcd, PostgreSQL with a
 // listener: each watch is a subscription, set up in about one round trip),
 // then N tries again, since a slot may have been released before its
 // watch was in place. From then on a release of any slot wakes it, and it

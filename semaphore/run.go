@@ -30,7 +30,7 @@ func (c *config) invalid(format string, args ...any) {
 
 // WithWait makes Run wait up to d for a slot when every slot is held,
 // instead of returning the *FullError at once: woken by a release of any
-// slot where the Locker is a lease.Waiter whose store can watch, polling
+// slot where the Locker is a driver.Watcher whose store can watch, polling
 // otherwise (see the package documentation for the cost). A negative d
 // is an error matching lease.ErrInvalid.
 func WithWait(d time.Duration) Option {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/driver"
 )
 
 // watchFallback is how long a waiter that watches the slots waits at
@@ -78,16 +79,16 @@ func acquireWaiting(ctx context.Context, l lease.Locker, name string, n int, wai
 // slotWatches are a waiter's watches, one per slot; nil when the Locker
 // cannot watch.
 type slotWatches struct {
-	watches []lease.Watch
+	watches []driver.Watch
 	cases   []reflect.SelectCase // ctx.Done, the timer, then one per slot
 }
 
-// watchSlots watches slots 0 to n-1 of name when l is a lease.Waiter
+// watchSlots watches slots 0 to n-1 of name when l is a driver.Watcher
 // whose store can watch; it returns nil, nil when it cannot (the waiter
 // polls), and the cause when ctx ended.
 func watchSlots(ctx context.Context, l lease.Locker, name string, n int) (*slotWatches, error) {
-	w, ok := l.(lease.Waiter)
-	ok = ok && lease.Can[lease.Waiter](l)
+	w, ok := l.(driver.Watcher)
+	ok = ok && lease.Can[driver.Watcher](l)
 	if !ok {
 		return nil, nil
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/internal/batchtest"
 )
 
 // acquireMany acquires n names for owner on l.
@@ -24,10 +25,10 @@ func acquireMany(t testing.TB, l *Locker, label, owner string, n int, ttl time.D
 	return held
 }
 
-func requests(held []lease.Lease, ttl time.Duration) []lease.RenewRequest {
-	reqs := make([]lease.RenewRequest, len(held))
+func requests(held []lease.Lease, ttl time.Duration) []batchtest.Req {
+	reqs := make([]batchtest.Req, len(held))
 	for i, h := range held {
-		reqs[i] = lease.RenewRequest{Lease: h, TTL: ttl}
+		reqs[i] = batchtest.Req{Lease: h, TTL: ttl}
 	}
 	return reqs
 }
@@ -59,9 +60,9 @@ func TestRenewBatchRoundTrips(t *testing.T) {
 		l.settle()
 		w.take()
 		txns := (n + maxTxnOps - 1) / maxTxnOps
-		var res []lease.RenewResult
+		var res []batchtest.Res
 		err := w.waves(t, func() error {
-			res = l.RenewBatch(ctx, requests(held, time.Minute))
+			res = batchtest.RenewBatch(ctx, l, requests(held, time.Minute))
 			return nil
 		}, append(repeat("KeepAlive", n), repeat("Txn", txns)...))
 		if err != nil {
@@ -80,7 +81,7 @@ func TestRenewBatchRoundTrips(t *testing.T) {
 
 		ow.take()
 		err = ow.waves(t, func() error {
-			res = other.RenewBatch(ctx, requests(held, time.Minute))
+			res = batchtest.RenewBatch(ctx, other, requests(held, time.Minute))
 			return nil
 		}, repeat("Txn", txns), repeat("LeaseTimeToLive", n), repeat("KeepAlive", n))
 		if err != nil {
@@ -125,7 +126,7 @@ func TestRenewBatchGivesRenewsAnswers(t *testing.T) {
 	forged := mine[0]
 	forged.Token++
 
-	reqs := []lease.RenewRequest{
+	reqs := []batchtest.Req{
 		{Lease: mine[0], TTL: time.Minute},
 		{Lease: mine[1], TTL: 2 * time.Minute}, // another etcd lease
 		{Lease: theirs[0], TTL: time.Minute},
@@ -135,7 +136,7 @@ func TestRenewBatchGivesRenewsAnswers(t *testing.T) {
 		{Lease: forged, TTL: time.Minute},
 		{Lease: mine[2], TTL: time.Minute},
 	}
-	res := l.RenewBatch(ctx, reqs)
+	res := batchtest.RenewBatch(ctx, l, reqs)
 	for i, r := range res {
 		lost := i >= 4 && i <= 6
 		if lost {
@@ -174,9 +175,9 @@ func TestRenewBatchOnAStalledStore(t *testing.T) {
 	held := acquireMany(t, l, "batch-stall", "owner", 20, time.Minute)
 	w.stall("Txn")
 	defer w.unstall()
-	res := []lease.RenewResult{}
+	res := []batchtest.Res{}
 	err := timed(t, "RenewBatch of 20 on a stalled store", func(ctx context.Context) error {
-		res = l.RenewBatch(ctx, requests(held, time.Minute))
+		res = batchtest.RenewBatch(ctx, l, requests(held, time.Minute))
 		return nil
 	})
 	if err != nil {

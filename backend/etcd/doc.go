@@ -383,7 +383,7 @@
 //
 // # Waiting: Watch
 //
-// The Locker is a lease.Waiter, so lease.Run's WithWait (and the election
+// The Locker is a driver.Watcher, so lease.Run's WithWait (and the election
 // package) wake when a busy name becomes free instead of polling. Watch
 // reads the name's key (one linearizable read-only transaction) and puts
 // an etcd watch on it from the revision after that read, so a deletion

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/internal/batchtest"
 	"github.com/leasekit/lease/internal/testenv"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -145,7 +146,7 @@ func TestBurstSharesAGrant(t *testing.T) {
 	}
 
 	w.take()
-	res := l.RenewBatch(context.Background(), requests(held, 7*time.Second))
+	res := batchtest.RenewBatch(context.Background(), l, requests(held, 7*time.Second))
 	for i, r := range res {
 		if r.Err != nil || r.Lease.Token != held[i].Token {
 			t.Fatalf("renewal %d: %v, %v", i, r.Lease, r.Err)
@@ -179,7 +180,7 @@ func TestGroupTenureNotRenewedExpires(t *testing.T) {
 	// Renewals of some: by a batch (0, 1), a single Renew (2), another
 	// Locker's Renew (3). 4 is not renewed; 5 is released.
 	time.Sleep(ttl / 2)
-	for _, r := range l.RenewBatch(ctx, requests(held[:2], ttl)) {
+	for _, r := range batchtest.RenewBatch(ctx, l, requests(held[:2], ttl)) {
 		if r.Err != nil {
 			t.Fatalf("batch renewal of part of a group: %v", r.Err)
 		}
@@ -254,7 +255,7 @@ func TestGroupKeptAliveOnlyWhole(t *testing.T) {
 	}
 	time.Sleep(1100 * time.Millisecond)
 	left := ttlOf()
-	for _, r := range l.RenewBatch(ctx, requests(held[:len(held)-1], ttl)) {
+	for _, r := range batchtest.RenewBatch(ctx, l, requests(held[:len(held)-1], ttl)) {
 		if r.Err != nil {
 			t.Fatal(r.Err)
 		}
@@ -427,11 +428,11 @@ func TestGroupWithALostReplyIsNeverKeptAlive(t *testing.T) {
 		if len(ok) == 0 {
 			return
 		}
-		reqs := make([]lease.RenewRequest, len(ok))
+		reqs := make([]batchtest.Req, len(ok))
 		for j, i := range ok {
-			reqs[j] = lease.RenewRequest{Lease: held[i], TTL: ttl}
+			reqs[j] = batchtest.Req{Lease: held[i], TTL: ttl}
 		}
-		for j, r := range l.RenewBatch(ctx, reqs) {
+		for j, r := range batchtest.RenewBatch(ctx, l, reqs) {
 			if r.Err != nil {
 				t.Fatalf("renewal of a held tenure: %v", r.Err)
 			}

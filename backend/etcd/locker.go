@@ -13,7 +13,7 @@ import (
 )
 
 // Locker keeps leases in etcd. It implements lease.Locker, lease.Lister,
-// lease.ForceReleaser, lease.BatchRenewer and lease.Waiter, keeps the one
+// lease.ForceReleaser and driver.Watcher, has RenewBatch, keeps the one
 // line of waiters per name that lease.Run's WithWait and WithFairWait
 // wait in (fairness is a policy over the same marks), and is safe for
 // concurrent use. See the package documentation for the data model.
@@ -82,7 +82,6 @@ var (
 	_ lease.Locker         = (*Locker)(nil)
 	_ lease.Lister         = (*Locker)(nil)
 	_ lease.ForceReleaser  = (*Locker)(nil)
-	_ lease.BatchRenewer   = (*Locker)(nil)
 	_ driver.Lister        = (*store)(nil)
 	_ driver.ForceReleaser = (*store)(nil)
 )

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/internal/batchtest"
 	"github.com/leasekit/lease/internal/testenv"
 	"github.com/leasekit/lease/internal/testserver"
 )
@@ -74,7 +75,7 @@ func renewAllAfter(t *testing.T, l *Locker, held []lease.Lease, what string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	for i, r := range l.RenewBatch(ctx, requests(held, time.Minute)) {
+	for i, r := range batchtest.RenewBatch(ctx, l, requests(held, time.Minute)) {
 		if r.Err != nil || r.Lease.Token != held[i].Token {
 			t.Fatalf("renewal of tenure %d of %d after %s: %v, %v; want it renewed with token %d", i+1, len(held), what, r.Lease, r.Err, held[i].Token)
 		}
@@ -118,7 +119,7 @@ func failWhileDown(t *testing.T, l *Locker, held lease.Lease, ttl time.Duration)
 		{"Renew", func(ctx context.Context) error { _, err := l.Renew(ctx, held, ttl); return err }},
 		{"Renew to another ttl", func(ctx context.Context) error { _, err := l.Renew(ctx, held, ttl+time.Minute); return err }},
 		{"RenewBatch", func(ctx context.Context) error {
-			return l.RenewBatch(ctx, []lease.RenewRequest{{Lease: held, TTL: ttl}})[0].Err
+			return batchtest.RenewBatch(ctx, l, []batchtest.Req{{Lease: held, TTL: ttl}})[0].Err
 		}},
 		{"Release", func(ctx context.Context) error { return l.Release(ctx, held) }},
 		{"Inspect", func(ctx context.Context) error { _, err := l.Inspect(ctx, held.Name); return err }},

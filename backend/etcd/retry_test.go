@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/internal/batchtest"
 	"github.com/leasekit/lease/internal/faultproxy"
 	"github.com/leasekit/lease/internal/testenv"
 )
@@ -383,7 +384,7 @@ func lateMoveAfterRenewals(t *testing.T, batch bool) {
 		if !batch {
 			return l.Renew(ctx, held, long)
 		}
-		r := l.RenewBatch(ctx, []lease.RenewRequest{{Lease: held, TTL: long}})
+		r := batchtest.RenewBatch(ctx, l, []batchtest.Req{{Lease: held, TTL: long}})
 		return r[0].Lease, r[0].Err
 	}
 	held, err := l.Acquire(ctx, name, "owner-a", long)

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/leasekit/lease"
 	"github.com/leasekit/lease/driver"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -89,7 +88,7 @@ func (s *store) newMarkKey(base string) string {
 // name's etcd watches with the Locker's other Watches of it), with a
 // choice: a deletion of the name's key wakes the turn Watch only when
 // the oldest mark then is waiter's, or there is no mark.
-func (s *store) WatchTurn(ctx context.Context, name, waiter string) (lease.Watch, error) {
+func (s *store) WatchTurn(ctx context.Context, name, waiter string) (driver.Watch, error) {
 	return s.watch(ctx, name, true, waiter)
 }
 

@@ -31,7 +31,7 @@ func turnLockers(t *testing.T, n int) ([]*Locker, []*wire) {
 }
 
 // turnWatch starts waiter's turn Watch of name on l, stopped when t ends.
-func turnWatch(t *testing.T, l *Locker, name, waiter string) lease.Watch {
+func turnWatch(t *testing.T, l *Locker, name, waiter string) driver.Watch {
 	t.Helper()
 	w, err := l.s.WatchTurn(t.Context(), name, waiter)
 	if err != nil {
@@ -120,7 +120,7 @@ func TestTurnWakesOnlyTheOldestMark(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer plain.Stop()
-	all := []lease.Watch{wA, wB, wC, plain}
+	all := []driver.Watch{wA, wB, wC, plain}
 	drainAll := func() {
 		for _, w := range all {
 			drain(w.Changed())
@@ -364,7 +364,7 @@ func TestTurnWithoutMarksWakesAll(t *testing.T) {
 	holder := ls[0]
 	ctx := t.Context()
 	name := uniqueName("nomark")
-	ws := []lease.Watch{turnWatch(t, ls[1], name, "waiter-a"), turnWatch(t, ls[2], name, "waiter-b"), turnWatch(t, ls[2], name, "waiter-c")}
+	ws := []driver.Watch{turnWatch(t, ls[1], name, "waiter-a"), turnWatch(t, ls[2], name, "waiter-b"), turnWatch(t, ls[2], name, "waiter-c")}
 	held, err := holder.Acquire(ctx, name, "holder", time.Minute)
 	if err != nil {
 		t.Fatal(err)
@@ -660,7 +660,7 @@ func TestStopWaitingPassesTheTurn(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer plain.Stop()
-	all := []lease.Watch{wA, wB, wC, plain}
+	all := []driver.Watch{wA, wB, wC, plain}
 	drainAll := func() {
 		for _, w := range all {
 			drain(w.Changed())
@@ -710,7 +710,7 @@ func TestStopWaitingPassesTheTurn(t *testing.T) {
 	if err := b.s.StopWaiting(ctx, name, "waiter-b"); err != nil {
 		t.Fatal(err)
 	}
-	for _, w := range []lease.Watch{wA, wB, wC} {
+	for _, w := range []driver.Watch{wA, wB, wC} {
 		wakeWithin(t, w.Changed(), 5*time.Second, "a turn Watch at the StopWaiting of the last mark")
 	}
 	quietFor(t, plain.Changed(), turnQuiet, "a plain Watch at a StopWaiting (no release)")

@@ -17,7 +17,7 @@ import (
 )
 
 var (
-	_ lease.Waiter   = (*Locker)(nil)
+	_ driver.Watcher = (*Locker)(nil)
 	_ driver.Watcher = (*store)(nil)
 )
 
@@ -267,12 +267,12 @@ type watch struct {
 // The Watches of a name on one Locker share its etcd watch, which stays
 // for a while after the last of them stops (see watches): a Watch of a
 // name that a Locker watched lately sends no request at all.
-func (s *store) Watch(ctx context.Context, name string) (lease.Watch, error) {
+func (s *store) Watch(ctx context.Context, name string) (driver.Watch, error) {
 	return s.watch(ctx, name, false, "")
 }
 
 // watch starts a plain Watch, or a turn Watch of waiter.
-func (s *store) watch(ctx context.Context, name string, turn bool, waiter string) (lease.Watch, error) {
+func (s *store) watch(ctx context.Context, name string, turn bool, waiter string) (driver.Watch, error) {
 	w := &watch{Signal: driver.NewSignal(), ws: &s.watches, turn: turn, waiter: waiter}
 	ok, err := s.watches.join(name, w)
 	if err != nil {
@@ -509,7 +509,7 @@ func (s *store) apply(ctx context.Context, sb *sub, created *int64, ev *clientv3
 	}
 }
 
-// Stop implements lease.Watch: the Watch receives no more wake-ups. The
+// Stop implements driver.Watch: the Watch receives no more wake-ups. The
 // name's etcd watch stays for the Locker's next Watch of the name (see
 // watches); Stop sends nothing.
 func (w *watch) Stop() {

@@ -314,7 +314,7 @@ func (h *handoff) attempt(acquire func() (lease.Lease, error)) (lease.Lease, err
 }
 
 // Watch wraps the Locker's Watch to record its wake-ups.
-func (h *handoff) Watch(ctx context.Context, name string) (lease.Watch, error) {
+func (h *handoff) Watch(ctx context.Context, name string) (driver.Watch, error) {
 	inner, err := h.Locker.Watch(ctx, name)
 	if err != nil {
 		return nil, err
@@ -323,7 +323,7 @@ func (h *handoff) Watch(ctx context.Context, name string) (lease.Watch, error) {
 }
 
 // logged wraps inner to record its wake-ups.
-func (h *handoff) logged(inner lease.Watch) lease.Watch {
+func (h *handoff) logged(inner driver.Watch) driver.Watch {
 	w := &loggedWatch{inner: inner, c: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(w.done)
@@ -344,7 +344,7 @@ func (h *handoff) logged(inner lease.Watch) lease.Watch {
 }
 
 type loggedWatch struct {
-	inner lease.Watch
+	inner driver.Watch
 	c     chan struct{}
 	stop  chan struct{}
 	done  chan struct{}

@@ -231,7 +231,7 @@ type watch struct {
 // tenure of name is released or force-released. Expiry is noticed only
 // when a call reads the name, so waiters also wake at the holder's
 // remaining time, as lease.Run's waiting does.
-func (s *store) Watch(ctx context.Context, name string) (lease.Watch, error) {
+func (s *store) Watch(ctx context.Context, name string) (driver.Watch, error) {
 	return s.watch(ctx, name, ""), nil
 }
 

@@ -5,7 +5,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/leasekit/lease"
 	"github.com/leasekit/lease/driver"
 )
 
@@ -16,7 +15,7 @@ import (
 // name.
 
 // WatchTurn implements driver.TurnWatcher.
-func (s *store) WatchTurn(ctx context.Context, name, waiter string) (lease.Watch, error) {
+func (s *store) WatchTurn(ctx context.Context, name, waiter string) (driver.Watch, error) {
 	return s.watch(ctx, name, waiter), nil
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/leasekit/lease"
 	redislease "github.com/leasekit/lease/backend/redis"
+	"github.com/leasekit/lease/internal/batchtest"
 	"github.com/leasekit/lease/internal/testenv"
 )
 
@@ -126,7 +127,7 @@ func waitExpired(t *testing.T, l *redislease.Locker, ls lease.Lease, within time
 // names tagged with tag, and returns the requests for them: intact,
 // released, taken over after a force release, expired, intact named
 // twice, and forged for a name never acquired.
-func batchScenario(t *testing.T, l *redislease.Locker, tag string, expire func(lease.Lease)) []lease.RenewRequest {
+func batchScenario(t *testing.T, l *redislease.Locker, tag string, expire func(lease.Lease)) []batchtest.Req {
 	t.Helper()
 	ctx := context.Background()
 	acquire := func(name, owner string, ttl time.Duration) lease.Lease {
@@ -151,7 +152,7 @@ func batchScenario(t *testing.T, l *redislease.Locker, tag string, expire func(l
 	expire(expired)
 	twice := acquire("twice", "a", time.Minute)
 	forged := lease.Lease{Name: tag + "never", Owner: "a", Token: intact.Token, Deadline: intact.Deadline}
-	return []lease.RenewRequest{
+	return []batchtest.Req{
 		{Lease: intact, TTL: time.Minute},
 		{Lease: released, TTL: time.Minute},
 		{Lease: taken, TTL: time.Minute},
@@ -163,7 +164,7 @@ func batchScenario(t *testing.T, l *redislease.Locker, tag string, expire func(l
 }
 
 // outcome is what a renewal's answer says, without the times.
-func outcome(r lease.RenewResult) string {
+func outcome(r batchtest.Res) string {
 	switch {
 	case r.Err == nil:
 		return "renewed"
@@ -184,13 +185,13 @@ func TestRenewBatchMatchesRenew(t *testing.T) {
 		batch := batchScenario(t, l, "b/", expire)
 		single := batchScenario(t, l, "s/", expire)
 		before := time.Now()
-		got := l.RenewBatch(ctx, batch)
+		got := batchtest.RenewBatch(ctx, l, batch)
 		if len(got) != len(batch) {
 			t.Fatalf("RenewBatch returned %d results for %d requests", len(got), len(batch))
 		}
 		want := []string{"renewed", "lost", "lost", "lost", "renewed", "lost", "renewed"}
 		for i, req := range single {
-			var w lease.RenewResult
+			var w batchtest.Res
 			w.Lease, w.Err = l.Renew(ctx, req.Lease, req.TTL)
 			g := got[i]
 			gs, ws := outcome(g), outcome(w)
@@ -225,7 +226,7 @@ func TestRenewBatchRoundTrips(t *testing.T) {
 	batchStores(t, func(t *testing.T, client *redis.Client, l *redislease.Locker, _ func(lease.Lease)) {
 		ctx := context.Background()
 		const n = 2500
-		reqs := make([]lease.RenewRequest, n)
+		reqs := make([]batchtest.Req, n)
 		// The leases are set up by concurrent Acquires, which share round
 		// trips (the Locker's pipelines); only the RenewBatch is counted.
 		const setters = 16
@@ -238,7 +239,7 @@ func TestRenewBatchRoundTrips(t *testing.T) {
 						t.Errorf("Acquire trips/%d: %v", i, err)
 						return
 					}
-					reqs[i] = lease.RenewRequest{Lease: ls, TTL: time.Minute}
+					reqs[i] = batchtest.Req{Lease: ls, TTL: time.Minute}
 				}
 			})
 		}
@@ -252,7 +253,7 @@ func TestRenewBatchRoundTrips(t *testing.T) {
 		}
 		h := &scriptTrips{}
 		client.AddHook(h)
-		res := l.RenewBatch(ctx, reqs)
+		res := batchtest.RenewBatch(ctx, l, reqs)
 		trips, cmds := h.take()
 		for i, r := range res {
 			if r.Err != nil {
@@ -274,20 +275,20 @@ func TestRenewBatchAfterScriptFlush(t *testing.T) {
 	_, client, _ := newMiniredis(t)
 	l := mustNew(t, client)
 	ctx := context.Background()
-	reqs := make([]lease.RenewRequest, 10)
+	reqs := make([]batchtest.Req, 10)
 	for i := range reqs {
 		ls, err := l.Acquire(ctx, fmt.Sprintf("flush/%d", i), "owner", time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
-		reqs[i] = lease.RenewRequest{Lease: ls, TTL: time.Minute}
+		reqs[i] = batchtest.Req{Lease: ls, TTL: time.Minute}
 	}
 	if err := client.ScriptFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
 	h := &scriptTrips{}
 	client.AddHook(h)
-	for i, r := range l.RenewBatch(ctx, reqs) {
+	for i, r := range batchtest.RenewBatch(ctx, l, reqs) {
 		if r.Err != nil {
 			t.Fatalf("request %d after SCRIPT FLUSH: %v", i, r.Err)
 		}
@@ -310,7 +311,7 @@ func TestRenewBatchOnDownStoreIsAnError(t *testing.T) {
 		t.Fatal(err)
 	}
 	mr.Close()
-	for i, r := range l.RenewBatch(ctx, []lease.RenewRequest{{Lease: ls, TTL: time.Minute}, {Lease: ls, TTL: time.Minute}}) {
+	for i, r := range batchtest.RenewBatch(ctx, l, []batchtest.Req{{Lease: ls, TTL: time.Minute}, {Lease: ls, TTL: time.Minute}}) {
 		if r.Err == nil || errors.Is(r.Err, lease.ErrLost) || errors.Is(r.Err, lease.ErrHeld) {
 			t.Errorf("request %d on a stopped server: %v; want a store error", i, r.Err)
 		}
@@ -335,13 +336,13 @@ func TestRenewSweepScale(t *testing.T) {
 	deleteKeys(t, client, prefix)
 	l := mustNew(t, client, redislease.WithPrefix(prefix))
 	ctx := context.Background()
-	reqs := make([]lease.RenewRequest, n)
+	reqs := make([]batchtest.Req, n)
 	for i := range reqs {
 		ls, err := l.Acquire(ctx, fmt.Sprintf("scale/%d", i), "owner", time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
-		reqs[i] = lease.RenewRequest{Lease: ls, TTL: time.Minute}
+		reqs[i] = batchtest.Req{Lease: ls, TTL: time.Minute}
 	}
 	h := &scriptTrips{}
 	client.AddHook(h)
@@ -383,7 +384,7 @@ func TestRenewSweepScale(t *testing.T) {
 	})
 	measure("RenewBatch, 500 a call", func() {
 		for from := 0; from < n; from += 500 {
-			for _, r := range l.RenewBatch(ctx, reqs[from:min(from+500, n)]) {
+			for _, r := range batchtest.RenewBatch(ctx, l, reqs[from:min(from+500, n)]) {
 				if r.Err != nil {
 					t.Fatal(r.Err)
 				}
@@ -391,7 +392,7 @@ func TestRenewSweepScale(t *testing.T) {
 		}
 	})
 	measure("RenewBatch, one call", func() {
-		for _, r := range l.RenewBatch(ctx, reqs) {
+		for _, r := range batchtest.RenewBatch(ctx, l, reqs) {
 			if r.Err != nil {
 				t.Fatal(r.Err)
 			}

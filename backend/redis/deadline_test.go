@@ -13,6 +13,7 @@ import (
 
 	"github.com/leasekit/lease"
 	redislease "github.com/leasekit/lease/backend/redis"
+	"github.com/leasekit/lease/internal/batchtest"
 	"github.com/leasekit/lease/internal/testenv"
 )
 
@@ -137,7 +138,7 @@ func checkEveryCallReturnsByDeadline(t *testing.T, l *redislease.Locker, p *faul
 		return err
 	})
 	checkReturnsByDeadline(t, "RenewBatch", func(ctx context.Context) error {
-		res := l.RenewBatch(ctx, []lease.RenewRequest{{Lease: held, TTL: time.Minute}, {Lease: held, TTL: time.Minute}})
+		res := batchtest.RenewBatch(ctx, l, []batchtest.Req{{Lease: held, TTL: time.Minute}, {Lease: held, TTL: time.Minute}})
 		return errors.Join(res[0].Err, res[1].Err)
 	})
 	checkReturnsByDeadline(t, "Release", func(ctx context.Context) error {

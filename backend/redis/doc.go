@@ -87,7 +87,7 @@
 // watches are described under "Waiting" below. Open loads every script up
 // front.
 //
-// The Locker is a lease.BatchRenewer: RenewBatch runs renew.lua for every
+// The Locker's RenewBatch (which lease.Run renews through) runs renew.lua for every
 // tenure, as Renew does, in pipelines of up to 1000 EVALSHA (one round
 // trip each; a Cluster or Ring client splits a pipeline by node and sends
 // the parts at once), and resends the items a server answered NOSCRIPT as
@@ -277,7 +277,7 @@
 // busy Acquire reports. The pub/sub connection and the goroutine that
 // reads it live from the first Watch until Close. A Ring client cannot
 // watch (its pub/sub connection would reach one shard): there
-// lease.Can[lease.Waiter] is false, Watch reports errors.ErrUnsupported,
+// lease.Can[driver.Watcher] is false, Watch reports errors.ErrUnsupported,
 // lease.Run's WithWait polls, and WithFairWait fails at once with an
 // error matching errors.ErrUnsupported.
 //

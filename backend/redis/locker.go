@@ -13,7 +13,7 @@ import (
 )
 
 // Locker is a lease store on Redis. It implements lease.Locker,
-// lease.Lister, lease.ForceReleaser, lease.BatchRenewer and lease.Waiter
+// lease.Lister, lease.ForceReleaser and driver.Watcher, has RenewBatch
 // (see "Waiting" in the package documentation; lease.Can says whether it
 // can watch: not on a Ring), and is safe for concurrent use. Acquire,
 // Renew, Release, Inspect and ForceRelease each take one round trip: one

@@ -12,6 +12,7 @@ import (
 
 	"github.com/leasekit/lease"
 	redislease "github.com/leasekit/lease/backend/redis"
+	"github.com/leasekit/lease/internal/batchtest"
 	"github.com/leasekit/lease/internal/testenv"
 	"github.com/leasekit/lease/internal/testserver"
 )
@@ -38,7 +39,7 @@ func TestReplicaAck(t *testing.T) {
 	if held, err = l.Renew(ctx, held, time.Minute); err != nil {
 		t.Fatalf("Renew with the replica up: %v", err)
 	}
-	if r := l.RenewBatch(ctx, []lease.RenewRequest{{Lease: held, TTL: time.Minute}}); r[0].Err != nil {
+	if r := batchtest.RenewBatch(ctx, l, []batchtest.Req{{Lease: held, TTL: time.Minute}}); r[0].Err != nil {
 		t.Fatalf("RenewBatch with the replica up: %v", r[0].Err)
 	} else {
 		held = r[0].Lease
@@ -55,7 +56,7 @@ func TestReplicaAck(t *testing.T) {
 	if _, err := l.Renew(ctx, held, time.Minute); !errors.Is(err, redislease.ErrReplicas) || errors.Is(err, lease.ErrLost) {
 		t.Fatalf("Renew with the replica stopped: %v; want ErrReplicas", err)
 	}
-	if r := l.RenewBatch(ctx, []lease.RenewRequest{{Lease: held, TTL: time.Minute}}); !errors.Is(r[0].Err, redislease.ErrReplicas) {
+	if r := batchtest.RenewBatch(ctx, l, []batchtest.Req{{Lease: held, TTL: time.Minute}}); !errors.Is(r[0].Err, redislease.ErrReplicas) {
 		t.Fatalf("RenewBatch with the replica stopped: %v; want ErrReplicas", r[0].Err)
 	}
 	replica.Resume()

@@ -8,6 +8,7 @@ import (
 
 	"github.com/leasekit/lease"
 	redislease "github.com/leasekit/lease/backend/redis"
+	"github.com/leasekit/lease/internal/batchtest"
 	"github.com/leasekit/lease/internal/testenv"
 	"github.com/leasekit/lease/internal/testserver"
 )
@@ -72,7 +73,7 @@ func checkFrozenStore(t *testing.T, raw string, servers []*testserver.Process) {
 		return err
 	})
 	checkReturnsByDeadline(t, "RenewBatch", func(ctx context.Context) error {
-		res := l.RenewBatch(ctx, []lease.RenewRequest{{Lease: held, TTL: time.Minute}})
+		res := batchtest.RenewBatch(ctx, l, []batchtest.Req{{Lease: held, TTL: time.Minute}})
 		return res[0].Err
 	})
 	checkReturnsByDeadline(t, "Release", func(ctx context.Context) error {

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/leasekit/lease"
 	"github.com/leasekit/lease/driver"
 )
 
@@ -34,7 +33,7 @@ var (
 // waiter or no waiter (see wakes), and at every drop of the pub/sub
 // connection. A Ring client cannot watch: it reports
 // errors.ErrUnsupported.
-func (s *store) WatchTurn(ctx context.Context, name, waiter string) (lease.Watch, error) {
+func (s *store) WatchTurn(ctx context.Context, name, waiter string) (driver.Watch, error) {
 	return s.watch(ctx, name, true, waiter)
 }
 

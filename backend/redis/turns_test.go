@@ -16,6 +16,8 @@ import (
 
 	"github.com/leasekit/lease"
 	redislease "github.com/leasekit/lease/backend/redis"
+	"github.com/leasekit/lease/driver"
+	"github.com/leasekit/lease/internal/batchtest"
 	"github.com/leasekit/lease/internal/faultproxy"
 	"github.com/leasekit/lease/internal/linetest"
 	"github.com/leasekit/lease/internal/testenv"
@@ -121,7 +123,7 @@ func quietFor(t *testing.T, c <-chan struct{}, d time.Duration, what string) {
 // turnQuiet is how long a watch that must not wake is watched.
 const turnQuiet = 300 * time.Millisecond
 
-// changer is a lease.Watch or a linetest.Waiter.
+// changer is a driver.Watch or a linetest.Waiter.
 type changer interface{ Changed() <-chan struct{} }
 
 // drainAll empties the channels of ws.
@@ -762,7 +764,7 @@ func TestWatchIdleSubscriptionsAreBounded(t *testing.T) {
 }
 
 // TestTurnWatchOnRingIsUnsupported: a Ring client cannot watch turns
-// either, and its Locker says so: lease.Can says no to lease.Waiter (yes
+// either, and its Locker says so: lease.Can says no to driver.Watcher (yes
 // on a plain client's), a waiter's attempt is a plain Acquire outside any
 // line, and a fair one fails at once with errors.ErrUnsupported, as
 // lease.Run with WithFairWait does, without acquiring the name.
@@ -771,18 +773,18 @@ func TestTurnWatchOnRingIsUnsupported(t *testing.T) {
 	mr := miniredis.RunT(t)
 	plain := mustNew(t, newClient(t, mr.Addr()), redislease.WithPrefix("plain:"))
 	defer plain.Close()
-	if !lease.Can[lease.Waiter](plain) {
-		t.Fatal("lease.Can[lease.Waiter] is false on a plain client's Locker")
+	if !lease.Can[driver.Watcher](plain) {
+		t.Fatal("lease.Can[driver.Watcher] is false on a plain client's Locker")
 	}
 	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": mr.Addr()}})
 	defer ring.Close()
 	l := mustNew(t, ring)
 	defer l.Close()
 	ctx := t.Context()
-	if lease.Can[lease.Waiter](l) {
-		t.Fatal("lease.Can[lease.Waiter] is true on a Ring's Locker, which cannot watch")
+	if lease.Can[driver.Watcher](l) {
+		t.Fatal("lease.Can[driver.Watcher] is true on a Ring's Locker, which cannot watch")
 	}
-	for _, i := range []any{(*lease.Lister)(nil), (*lease.ForceReleaser)(nil), (*lease.BatchRenewer)(nil)} {
+	for _, i := range []any{(*lease.Lister)(nil), (*lease.ForceReleaser)(nil), (*batchtest.Batcher)(nil)} {
 		if !l.Can(i) {
 			t.Fatalf("Can(%T) is false on a Ring's Locker", i)
 		}

@@ -16,7 +16,7 @@ import (
 )
 
 var (
-	_ lease.Waiter   = (*Locker)(nil)
+	_ driver.Watcher = (*Locker)(nil)
 	_ driver.Watcher = (*store)(nil)
 )
 
@@ -134,7 +134,7 @@ type watch struct {
 //
 // Stop sends nothing: the subscription stays, idle, for watchLinger, and
 // a Watch of the name meanwhile uses it at once (see subs).
-func (s *store) Watch(ctx context.Context, name string) (lease.Watch, error) {
+func (s *store) Watch(ctx context.Context, name string) (driver.Watch, error) {
 	return s.watch(ctx, name, false, "")
 }
 
@@ -148,7 +148,7 @@ func (s *store) canWatch() bool {
 }
 
 // watch is Watch, and WatchTurn when turn is set.
-func (s *store) watch(ctx context.Context, name string, turn bool, waiter string) (lease.Watch, error) {
+func (s *store) watch(ctx context.Context, name string, turn bool, waiter string) (driver.Watch, error) {
 	if !s.canWatch() {
 		return nil, ringUnsupported()
 	}
@@ -407,7 +407,7 @@ func (h *subs) close() {
 	<-done
 }
 
-// Stop implements lease.Watch: it takes the Watch off its channel. It
+// Stop implements driver.Watch: it takes the Watch off its channel. It
 // sends nothing: when no other Watch is on the channel, the subscription
 // stays, idle, for a later Watch of the name, until the loop drops it
 // (see sweep).

@@ -13,12 +13,13 @@ import (
 	"time"
 
 	"github.com/leasekit/lease"
+	"github.com/leasekit/lease/internal/batchtest"
 )
 
 // batchCase is one request of a batch and what a single Renew must answer.
 type batchCase struct {
 	what string
-	req  lease.RenewRequest
+	req  batchtest.Req
 	want error // nil (renewed), lease.ErrLost or lease.ErrInvalid
 }
 
@@ -57,8 +58,8 @@ func batchScenario(t *testing.T, s *testStore, l *Locker, prefix string) []batch
 		}
 		return ls
 	}
-	req := func(ls lease.Lease, ttl time.Duration) lease.RenewRequest {
-		return lease.RenewRequest{Lease: ls, TTL: ttl}
+	req := func(ls lease.Lease, ttl time.Duration) batchtest.Req {
+		return batchtest.Req{Lease: ls, TTL: ttl}
 	}
 	odd := `o"\<&>é😀 ` + "\t"
 	intact := acq("intact", "a")
@@ -124,7 +125,7 @@ func outcomeClass(err error) string {
 }
 
 // TestRenewBatchMatchesRenew builds the same scenario twice, renews one
-// copy with one RenewBatch (through the public lease.BatchRenewer of the
+// copy with one RenewBatch (through the public batchtest.Batcher of the
 // Locker) and the other with single Renews in the same order, and checks
 // that each request gets the same answer: renewed with the same name,
 // owner, token and Acquired, lost, or invalid. A renewed tenure's row
@@ -170,16 +171,16 @@ func checkBatchMatchesRenew(t *testing.T, s *testStore, tweak func(*Locker)) {
 		before[name] = ls
 	}
 
-	var br lease.BatchRenewer = l
-	reqs := make([]lease.RenewRequest, len(batch))
+	var br batchtest.Batcher = l
+	reqs := make([]batchtest.Req, len(batch))
 	for i, c := range batch {
 		reqs[i] = c.req
 	}
-	got := br.RenewBatch(ctx, reqs)
+	got := batchtest.RenewBatch(ctx, br, reqs)
 	if len(got) != len(reqs) {
 		t.Fatalf("RenewBatch returned %d results for %d requests", len(got), len(reqs))
 	}
-	want := make([]lease.RenewResult, len(single))
+	want := make([]batchtest.Res, len(single))
 	for i, c := range single {
 		want[i].Lease, want[i].Err = l.Renew(ctx, c.req.Lease, c.req.TTL)
 	}
@@ -283,10 +284,10 @@ func acquireMany(t testing.TB, l lease.Locker, prefix, owner string, n int) []le
 }
 
 // renewRequests asks to renew every lease for ttl.
-func renewRequests(ls []lease.Lease, ttl time.Duration) []lease.RenewRequest {
-	reqs := make([]lease.RenewRequest, len(ls))
+func renewRequests(ls []lease.Lease, ttl time.Duration) []batchtest.Req {
+	reqs := make([]batchtest.Req, len(ls))
 	for i, l := range ls {
-		reqs[i] = lease.RenewRequest{Lease: l, TTL: ttl}
+		reqs[i] = batchtest.Req{Lease: l, TTL: ttl}
 	}
 	return reqs
 }
@@ -309,10 +310,10 @@ func TestRenewBatchRoundTrips(t *testing.T) {
 		chunks := (n + maxBatchChunk - 1) / maxBatchChunk
 		held := acquireMany(t, l, fmt.Sprintf("rt-%d/", time.Now().UnixNano()), "a", n)
 
-		check := func(what string, reqs []lease.RenewRequest, lost map[int]bool, maxStmts, wantTxs int) {
+		check := func(what string, reqs []batchtest.Req, lost map[int]bool, maxStmts, wantTxs int) {
 			t.Helper()
 			c.take()
-			res := l.RenewBatch(ctx, reqs)
+			res := batchtest.RenewBatch(ctx, l, reqs)
 			stmts, txs := c.take()
 			bad := 0
 			for i, r := range res {
@@ -394,7 +395,7 @@ func TestRenewBatchFailureIsNotLost(t *testing.T) {
 					return nil
 				}
 				c.mu.Unlock()
-				res := l.RenewBatch(ctx, renewRequests(held, 3*time.Minute))
+				res := batchtest.RenewBatch(ctx, l, renewRequests(held, 3*time.Minute))
 				c.mu.Lock()
 				c.fail = nil
 				c.mu.Unlock()
@@ -437,7 +438,7 @@ func TestRenewBatchFailureIsNotLost(t *testing.T) {
 			defer l.Close()
 			held := acquireMany(t, l, fmt.Sprintf("closed-%d/", time.Now().UnixNano()), "a", 3)
 			db.Close()
-			for i, r := range l.RenewBatch(ctx, renewRequests(held, time.Minute)) {
+			for i, r := range batchtest.RenewBatch(ctx, l, renewRequests(held, time.Minute)) {
 				if r.Err == nil || errors.Is(r.Err, lease.ErrLost) || !errors.Is(r.Err, errClosedPool) {
 					t.Errorf("request %d on a closed pool: %v, want the closed pool's error", i, r.Err)
 				}
@@ -529,7 +530,7 @@ func TestRenewBatchScale(t *testing.T) {
 		wg.Wait()
 		report("single Renews (32 at once)", start, int(failed.Load()))
 
-		count := func(res []lease.RenewResult) int {
+		count := func(res []batchtest.Res) int {
 			bad := 0
 			for _, r := range res {
 				if r.Err != nil {
@@ -539,12 +540,12 @@ func TestRenewBatchScale(t *testing.T) {
 			return bad
 		}
 		start = time.Now()
-		report("RenewBatch (one call)", start, count(l.RenewBatch(ctx, renewRequests(held, time.Minute))))
+		report("RenewBatch (one call)", start, count(batchtest.RenewBatch(ctx, l, renewRequests(held, time.Minute))))
 
 		start = time.Now()
 		bad := 0
 		for i := 0; i < n; i += 500 {
-			bad += count(l.RenewBatch(ctx, renewRequests(held[i:min(i+500, n)], time.Minute)))
+			bad += count(batchtest.RenewBatch(ctx, l, renewRequests(held[i:min(i+500, n)], time.Minute)))
 		}
 		report("RenewBatch (calls of 500)", start, bad)
 	})

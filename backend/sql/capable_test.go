@@ -9,9 +9,10 @@ import (
 
 	"github.com/leasekit/lease"
 	"github.com/leasekit/lease/driver"
+	"github.com/leasekit/lease/internal/batchtest"
 )
 
-// TestCanSaysWhatTheStoreCan: lease.Can[lease.Waiter] is false for SQLite
+// TestCanSaysWhatTheStoreCan: lease.Can[driver.Watcher] is false for SQLite
 // and MySQL Lockers and for PostgreSQL Lockers without a Listener, and
 // true for a PostgreSQL Locker with a Listener, before and after its
 // first operation; the store (driver.Capable) says the same of
@@ -22,10 +23,10 @@ func TestCanSaysWhatTheStoreCan(t *testing.T) {
 	check := func(t *testing.T, l *Locker, watches bool) {
 		t.Helper()
 		for _, when := range []string{"before", "after"} {
-			if got := lease.Can[lease.Waiter](l); got != watches {
-				t.Errorf("%s the first operation, lease.Can[lease.Waiter] = %v, want %v", when, got, watches)
+			if got := lease.Can[driver.Watcher](l); got != watches {
+				t.Errorf("%s the first operation, lease.Can[driver.Watcher] = %v, want %v", when, got, watches)
 			}
-			if !lease.Can[lease.Lister](l) || !lease.Can[lease.ForceReleaser](l) || !lease.Can[lease.BatchRenewer](l) {
+			if !lease.Can[lease.Lister](l) || !lease.Can[lease.ForceReleaser](l) || !lease.Can[batchtest.Batcher](l) {
 				t.Errorf("%s the first operation, lease.Can says no to Lister, ForceReleaser or BatchRenewer", when)
 			}
 			if l.s.Can((*driver.Watcher)(nil)) != watches || l.s.Can((*driver.TurnWatcher)(nil)) != watches {

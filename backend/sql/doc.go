@@ -100,14 +100,14 @@
 //
 // PostgreSQL watches and keeps the line; SQLite and MySQL poll. A
 // PostgreSQL Locker with a Listener (WithListener; each Open gives one)
-// is a lease.Waiter woken by the database (LISTEN/NOTIFY): it keeps one
+// is a driver.Watcher woken by the database (LISTEN/NOTIFY): it keeps one
 // listening connection outside its pool, LISTENs on its table's channel,
 // and holds a shared advisory lock per watched name, the name's watch
 // lock, which the release and force-release statements of every Locker
 // try, sending NOTIFY only when the try fails (NOTIFY serializes commits,
 // so releases nobody waits for skip it). listen.go has the details.
 // SQLite and MySQL Lockers, and PostgreSQL Lockers without a Listener,
-// cannot watch: lease.Can[lease.Waiter] is false for them, their Watch
+// cannot watch: lease.Can[driver.Watcher] is false for them, their Watch
 // reports errors.ErrUnsupported, they keep no line, lease.Run polls them,
 // and lease.Run with WithFairWait fails at once with an error matching
 // errors.ErrUnsupported, acquiring nothing.
@@ -253,7 +253,7 @@
 //
 // # Batch renewal
 //
-// Locker.RenewBatch (lease.BatchRenewer, which lease.Run's renewer uses)
+// Locker.RenewBatch (driver.Locker's, which lease.Run's renewer uses)
 // renews up to 1000 distinct tenures with one statement, whatever their
 // ttls: the batch goes as one JSON parameter (so no driver needs array
 // support and no parameter limit applies), and an UPDATE joined to it

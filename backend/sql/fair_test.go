@@ -243,7 +243,7 @@ func TestFairStopWaitingPassesTheTurn(t *testing.T) {
 	l := s.newLocker(t)
 	ctx := t.Context()
 	const name = "fair-pass"
-	var ws []lease.Watch
+	var ws []driver.Watch
 	for _, w := range []string{"w1", "w2", "w3"} {
 		wt, err := l.s.WatchTurn(ctx, name, w)
 		if err != nil {

@@ -20,7 +20,7 @@ import (
 // Waiting woken by PostgreSQL (LISTEN/NOTIFY).
 //
 // A Locker given a Listener (WithListener; backend/sql/postgres's Open
-// gives one) implements lease.Waiter: lease.Run's WithWait and the
+// gives one) implements driver.Watcher: lease.Run's WithWait and the
 // lease command's --wait then wake when the name is released instead of
 // polling. The Locker keeps one listening connection of its own, outside
 // the pool, from its first Watch until Close. On it, it LISTENs on the
@@ -81,7 +81,7 @@ type ListenConn interface {
 	Close() error
 }
 
-// WithListener makes a PostgreSQL Locker a lease.Waiter whose waits are
+// WithListener makes a PostgreSQL Locker a driver.Watcher whose waits are
 // woken by the database (LISTEN/NOTIFY, see the package documentation):
 // l opens the Locker's one listening connection. backend/sql/postgres's
 // Open gives it on its own; with New, pass postgreslease.Listener. Given
@@ -199,7 +199,7 @@ type pgWatch struct {
 	once      sync.Once
 }
 
-// Stop implements lease.Watch.
+// Stop implements driver.Watch.
 func (w *pgWatch) Stop() {
 	if w.stopAfter != nil {
 		w.stopAfter()
@@ -243,7 +243,7 @@ func (h *hub) pokeLocked() {
 }
 
 // Watch implements driver.Watcher on a Locker with a Listener.
-func (s *store) Watch(ctx context.Context, name string) (lease.Watch, error) {
+func (s *store) Watch(ctx context.Context, name string) (driver.Watch, error) {
 	if s.listener == nil {
 		return nil, fmt.Errorf("the Locker has no Listener (WithListener, PostgreSQL only): %w", errors.ErrUnsupported)
 	}
@@ -255,7 +255,7 @@ func (s *store) Watch(ctx context.Context, name string) (lease.Watch, error) {
 
 // watch is Watch, and with a waiter WatchTurn, on a store set up with a
 // Listener.
-func (s *store) watch(ctx context.Context, name, waiter string) (lease.Watch, error) {
+func (s *store) watch(ctx context.Context, name, waiter string) (driver.Watch, error) {
 	k := key(name)
 	w := &pgWatch{h: &s.hub, key: hex.EncodeToString(k), waiter: waiter, Signal: driver.NewSignal()}
 	h := &s.hub

@@ -13,6 +13,7 @@ import (
 
 	"github.com/leasekit/lease"
 	"github.com/leasekit/lease/backend/sql/internal/pglisten"
+	"github.com/leasekit/lease/driver"
 )
 
 // testListener is the Listener of backend/sql/postgres's Open, with an
@@ -86,7 +87,7 @@ WHERE l.locktype = 'advisory' AND a.application_name = $1`, s.listener.app).Scan
 }
 
 // waitWake fails t unless w wakes within d.
-func waitWake(t *testing.T, w lease.Watch, d time.Duration, after string) {
+func waitWake(t *testing.T, w driver.Watch, d time.Duration, after string) {
 	t.Helper()
 	select {
 	case <-w.Changed():
@@ -96,7 +97,7 @@ func waitWake(t *testing.T, w lease.Watch, d time.Duration, after string) {
 }
 
 // drain empties w's pending wake-up.
-func drain(w lease.Watch) {
+func drain(w driver.Watch) {
 	select {
 	case <-w.Changed():
 	default:
@@ -205,7 +206,7 @@ func TestWatchAcrossLockers(t *testing.T) {
 	s := postgresStore(t)
 	a, b := s.openLocker(t), s.openLocker(t)
 	ctx := t.Context()
-	var ws []lease.Watch
+	var ws []driver.Watch
 	for range 3 {
 		w, err := a.Watch(ctx, "shared")
 		if err != nil {
@@ -278,7 +279,7 @@ func TestStoppedWatchesLeaveNothing(t *testing.T) {
 	l := s.newLocker(t)
 	setLinger(l, 200*time.Millisecond, maxLingering)
 	cctx, cancel := context.WithCancel(t.Context())
-	var ws []lease.Watch
+	var ws []driver.Watch
 	for i := range 20 {
 		ctx := t.Context()
 		if i%2 == 0 {

@@ -13,7 +13,7 @@ import (
 )
 
 // Locker is a lease store in one SQL table. It implements lease.Locker,
-// lease.BatchRenewer, lease.Lister, lease.ForceReleaser and lease.Waiter,
+// lease.Lister, lease.ForceReleaser and driver.Watcher, has RenewBatch,
 // and is safe for concurrent use. Its Watch works only with a Listener
 // (WithListener, PostgreSQL), and only then, with the table's marks
 // table, does it keep a line of waiters (lease.Run's WithWait wakes one
@@ -30,13 +30,12 @@ type base = driver.Locker
 
 var (
 	_ lease.Locker         = (*Locker)(nil)
-	_ lease.BatchRenewer   = (*Locker)(nil)
 	_ lease.Lister         = (*Locker)(nil)
 	_ lease.ForceReleaser  = (*Locker)(nil)
 	_ driver.Lister        = (*store)(nil)
 	_ driver.ForceReleaser = (*store)(nil)
 	_ driver.Watcher       = (*store)(nil)
-	_ lease.Waiter         = (*Locker)(nil)
+	_ driver.Watcher       = (*Locker)(nil)
 )
 
 // New returns a Locker that keeps its leases in a table of db, a pool the

@@ -6,11 +6,12 @@ import (
 	sqldriver "database/sql/driver"
 	"errors"
 	"fmt"
-	"github.com/leasekit/lease/driver"
-	"github.com/leasekit/lease/internal/combine"
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/leasekit/lease/driver"
+	"github.com/leasekit/lease/internal/combine"
 
 	"github.com/leasekit/lease"
 )

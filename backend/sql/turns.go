@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/leasekit/lease"
 	"github.com/leasekit/lease/driver"
 )
 
@@ -82,7 +81,7 @@ func (s *store) turns() bool { return s.listener != nil && s.marks != "" }
 // WatchTurn implements driver.TurnWatcher: Watch, whose watch wakes only
 // when a release chose waiter's mark or found none (and when the listening
 // connection dropped).
-func (s *store) WatchTurn(ctx context.Context, name, waiter string) (lease.Watch, error) {
+func (s *store) WatchTurn(ctx context.Context, name, waiter string) (driver.Watch, error) {
 	if s.listener == nil {
 		return nil, fmt.Errorf("the Locker has no Listener (WithListener, PostgreSQL only): %w", errors.ErrUnsupported)
 	}

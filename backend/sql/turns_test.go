@@ -21,7 +21,7 @@ import (
 // first, and no other Locker's turn watches.
 
 // noWake fails t if w wakes within d.
-func noWake(t *testing.T, w lease.Watch, d time.Duration, after string) {
+func noWake(t *testing.T, w driver.Watch, d time.Duration, after string) {
 	t.Helper()
 	select {
 	case <-w.Changed():
@@ -31,7 +31,7 @@ func noWake(t *testing.T, w lease.Watch, d time.Duration, after string) {
 }
 
 // drainAll empties the pending wake-ups of ws.
-func drainAll(ws ...lease.Watch) {
+func drainAll(ws ...driver.Watch) {
 	for _, w := range ws {
 		drain(w)
 	}
@@ -481,7 +481,7 @@ func TestTurnWatchesWakeWithoutMarks(t *testing.T) {
 	if err := holder.Release(ctx, held); err != nil {
 		t.Fatal(err)
 	}
-	for _, w := range []lease.Watch{wa, wb, wp} {
+	for _, w := range []driver.Watch{wa, wb, wp} {
 		waitWake(t, w, 5*time.Second, "a release with no marks")
 	}
 
@@ -505,7 +505,7 @@ func TestTurnWatchesWakeWithoutMarks(t *testing.T) {
 	}
 	drainAll(wa, wb, wp)
 	notify(hex.EncodeToString(key(name)))
-	for _, w := range []lease.Watch{wa, wb, wp} {
+	for _, w := range []driver.Watch{wa, wb, wp} {
 		waitWake(t, w, 5*time.Second, "a notification without a waiter")
 	}
 	drainAll(wa, wb, wp)
@@ -628,7 +628,7 @@ func TestMissingMarksTable(t *testing.T) {
 	if _, err := off.s.WatchTurn(ctx, "m", "w"); !errors.Is(err, errors.ErrUnsupported) || !contains(err, "marks table") {
 		t.Fatalf("WatchTurn without a marks table: %v, want ErrUnsupported naming the marks table", err)
 	}
-	if off.s.Can((*driver.TurnWatcher)(nil)) || !off.s.Can((*driver.Watcher)(nil)) || !lease.Can[lease.Waiter](off) {
+	if off.s.Can((*driver.TurnWatcher)(nil)) || !off.s.Can((*driver.Watcher)(nil)) || !lease.Can[driver.Watcher](off) {
 		t.Fatal("Can without a marks table: want a Watcher and no TurnWatcher")
 	}
 	w, err := off.Watch(ctx, "m")

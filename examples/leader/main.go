@@ -33,6 +33,7 @@ import (
 
 	"github.com/leasekit/lease"
 	_ "github.com/leasekit/lease/backend/all"
+	"github.com/leasekit/lease/driver"
 	"github.com/leasekit/lease/election"
 	"github.com/leasekit/lease/fence"
 )
@@ -96,9 +97,9 @@ func (p *partitioned) Release(ctx context.Context, l lease.Lease) error {
 
 // Watch passes the store's notifications on while the connection is up
 // (they are hints: a candidate acquires anyway).
-func (p *partitioned) Watch(ctx context.Context, name string) (lease.Watch, error) {
-	w, ok := p.Locker.(lease.Waiter)
-	ok = ok && lease.Can[lease.Waiter](p.Locker)
+func (p *partitioned) Watch(ctx context.Context, name string) (driver.Watch, error) {
+	w, ok := p.Locker.(driver.Watcher)
+	ok = ok && lease.Can[driver.Watcher](p.Locker)
 	if !ok || p.down.Load() {
 		return nil, errors.ErrUnsupported
 	}
