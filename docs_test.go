@@ -20,8 +20,9 @@ import (
 )
 
 // readmeExampleFiles hold the Example functions the README's Go blocks
-// are taken from.
-var readmeExampleFiles = []string{"readme_example_test.go", "example_test.go"}
+// are taken from (example_test.go is left out: its Examples are for go doc,
+// and change with the API without the README having to).
+var readmeExampleFiles = []string{"readme_example_test.go"}
 
 // mdBlock is a fenced code block of a Markdown file.
 type mdBlock struct {
