@@ -130,7 +130,10 @@ func newLocker(db *sql.DB, o options) (*Locker, error) {
 	s.acquires.Turns = s.acquireSlots
 	s.renews.Lanes, s.renews.Max, s.renews.What = lanes, maxBatchChunk, "renewals"
 	s.releases.Lanes, s.releases.Max, s.releases.What = lanes, maxBatchChunk, "releases"
-	s.releases.Turns = s.acquireSlots // Releases take the Acquires' turns
+	if s.acquireSlots != nil {
+		// Releases take the Acquires' turns.
+		s.releases.Turns, s.releases.What = s.acquireSlots, "Acquires and Releases"
+	}
 	return &Locker{base: driver.NewLocker("sql", s), s: s}, nil
 }
 
