@@ -18,9 +18,9 @@ func SetWatchLimits(l *Locker, linger time.Duration, most int) {
 	h.most = most
 }
 
-// Lanes is how many requests of Acquire, Renew and Release one Locker
-// has on the wire at once before later calls queue for a pipeline.
-const Lanes = lanes
+// Lanes is how many requests of Acquire, Renew and Release l has on the
+// wire at once before later calls queue for a pipeline.
+func Lanes(l *Locker) int { return l.s.pipes.Lanes }
 
 // Waiting returns how many calls of l wait in its queue for a pipeline.
 func Waiting(l *Locker) int { return l.s.pipes.Waiting() }

@@ -126,7 +126,7 @@ func newLocker(client redis.UniversalClient, owned bool, opts []Option) (*Locker
 			return nil, fmt.Errorf("lease/redis: %w: WithReplicaAck needs a client of one master (a plain or Sentinel client): a %T's pipelines do not keep WAIT with the writes it waits for", lease.ErrInvalid, client)
 		}
 	}
-	s := &store{client: client, owned: owned, prefix: o.prefix, replicas: o.replicas, replicaTimeout: o.replicaTimeout, pipes: newPipeliner()}
+	s := &store{client: client, owned: owned, prefix: o.prefix, replicas: o.replicas, replicaTimeout: o.replicaTimeout, pipes: newPipeliner(client)}
 	return &Locker{base: driver.NewLocker("redis", s), s: s}, nil
 }
 

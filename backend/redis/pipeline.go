@@ -2,46 +2,39 @@ package redislease
 
 import (
 	"context"
+	"runtime"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/leasekit/lease/internal/combine"
 )
 
-// Concurrent calls share round trips. Acquire, Renew and Release each
-// run one script; while lanes of them are on the wire already, a call
-// waits in a queue, and the next one to get a lane takes every waiting
-// call (up to maxPipeline) and sends them together, as one pipeline: one
-// write and one read for all of them, on the client and on the server. A
-// lone call, or one that finds a lane free and nobody waiting, sends its
-// own script at once, exactly as before, so a call never waits for
-// company; one that arrives while the lanes are busy waits at most for
-// one of them to come back.
+// Concurrent calls share round trips (internal/combine). Acquire, Renew
+// and Release each run one script. A call goes out at once while the
+// Locker has fewer scripts on the wire than its client has connections
+// (lanes: the client's PoolSize); the caller that takes a lane sends
+// every call then waiting (up to maxPipeline) together, as one pipeline:
+// one write and one read for all of them, on the client and on the
+// server. So calls share a round trip only when they arrive together or
+// while every connection is under way, never by waiting for a connection
+// that is free; a call alone sends its own script, exactly as before.
 //
 // Redis spends much of a short script's time reading the request and
-// writing the reply (system calls), not running it. Measured with 8
-// goroutines cycling Acquire and Release on one Locker (2-CPU machine,
-// Redis on loopback), the server's CPU per cycle went from about 64µs to
-// about 40µs and the client's from about 62µs to about 55µs; Renew and a
-// busy Acquire gained 5 to 15% in throughput (bench/, -mode renew,busy).
-// Each script in a pipeline does exactly what it does alone, in the order
-// the calls were queued; a script that fails (NOSCRIPT, a script error)
-// fails only its own call. The queue is internal/combine's: the
-// pipeline's context ends at the latest of its calls' deadlines, and a
-// call whose own context ends first returns at once with its context's
-// error: its script may still run, as a lone call's may once it is on
-// the wire. go-redis resends
-// a pipeline whose connection failed as it resends a lone command, and
-// each script is safe to resend (Acquire re-enters, Renew extends again,
-// Release recognises its own nonce).
-const (
-	// lanes bounds the requests of these calls on the wire at once from
-	// one Locker. Two keeps both the client's and the server's side busy
-	// while the next pipeline gathers.
-	lanes = 2
-	// maxPipeline bounds the scripts in one pipeline.
-	maxPipeline = 128
-)
+// writing the reply (system calls), not running it: with 8 goroutines on
+// one Locker (2-CPU machine, Redis on loopback, two lanes), pipelines
+// took the server's CPU per Acquire and Release from about 64µs to about
+// 40µs. Each script in a pipeline does exactly what it does alone, in the
+// order the calls were queued; a script that fails (NOSCRIPT, a script
+// error) fails only its own call. The pipeline's context ends at the
+// latest of its calls' deadlines, and a call whose own context ends first
+// returns at once with its context's error: its script may still run, as
+// a lone call's may once it is on the wire. go-redis resends a pipeline
+// whose connection failed as it resends a lone command, and each script
+// is safe to resend (Acquire re-enters, Renew extends again, Release
+// recognises its own nonce).
+
+// maxPipeline bounds the scripts in one pipeline.
+const maxPipeline = 128
 
 // scriptCall is one call's script and what it runs on.
 type scriptCall struct {
@@ -54,9 +47,27 @@ type scriptCall struct {
 // pipeliner is the queue of the calls waiting for a lane.
 type pipeliner = combine.Queue[scriptCall, any]
 
-// newPipeliner returns a Locker's queue.
-func newPipeliner() *pipeliner {
-	return &pipeliner{Lanes: lanes, Max: maxPipeline, What: "requests"}
+// newPipeliner returns the queue of a Locker on client.
+func newPipeliner(client redis.UniversalClient) *pipeliner {
+	return &pipeliner{Lanes: lanes(client), Max: maxPipeline, What: "requests"}
+}
+
+// lanes is the number of connections client keeps per server (PoolSize;
+// go-redis's default, 10 per CPU, when the client does not say).
+func lanes(client redis.UniversalClient) int {
+	n := 0
+	switch c := client.(type) {
+	case *redis.Client:
+		n = c.Options().PoolSize
+	case *redis.ClusterClient:
+		n = c.Options().PoolSize
+	case *redis.Ring:
+		n = c.Options().PoolSize
+	}
+	if n <= 0 {
+		n = 10 * runtime.GOMAXPROCS(0)
+	}
+	return n
 }
 
 // call runs script for the calling operation: alone when a lane is free,

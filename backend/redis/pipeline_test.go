@@ -27,10 +27,10 @@ type gateHook struct {
 }
 
 func newGateHook() *gateHook {
-	return &gateHook{gate: make(chan struct{}), blocked: make(chan struct{}, redislease.Lanes)}
+	return &gateHook{gate: make(chan struct{}), blocked: make(chan struct{}, 1)}
 }
 
-// arm makes h hold the next n lone commands (at most Lanes).
+// arm makes h hold the next n lone commands.
 func (h *gateHook) arm(n int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -62,22 +62,22 @@ func (h *gateHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 func (h *gateHook) open() { close(h.gate) }
 
 // busyLanes starts Lanes Inspect-free Acquires of names of their own on
-// l, holds them on the wire with h until the caller opens h, and returns
-// a function that waits for them and checks they succeeded.
+// l, one after the other (calls that arrive together may share a
+// pipeline), holds them on the wire with h until the caller opens h, and
+// returns a function that waits for them and checks they succeeded.
 func busyLanes(t *testing.T, l *redislease.Locker, h *gateHook) (wait func()) {
 	t.Helper()
-	h.arm(redislease.Lanes)
+	lanes := redislease.Lanes(l)
+	h.arm(lanes)
 	var wg sync.WaitGroup
-	errs := make(chan error, redislease.Lanes)
-	for i := range redislease.Lanes {
+	errs := make(chan error, lanes)
+	for i := range lanes {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			_, err := l.Acquire(context.Background(), fmt.Sprintf("lane/%d", i), "lanes", time.Minute)
 			errs <- err
 		}()
-	}
-	for range redislease.Lanes {
 		select {
 		case <-h.blocked:
 		case <-time.After(10 * time.Second):
@@ -235,8 +235,8 @@ func TestConcurrentCallsShareRoundTrips(t *testing.T) {
 			sizes[i] = len(trip)
 		}
 		slices.Sort(sizes)
-		if want := append(slices.Repeat([]int{1}, redislease.Lanes), calls); !slices.Equal(sizes, want) {
-			t.Errorf("%d calls while the lanes were busy, round trips with scripts: %v; want the lanes' %d of one script each, and one of %d", calls, trips, redislease.Lanes, calls)
+		if want := append(slices.Repeat([]int{1}, redislease.Lanes(l)), calls); !slices.Equal(sizes, want) {
+			t.Errorf("%d calls while the lanes were busy, round trips with scripts: %v; want the lanes' %d of one script each, and one of %d", calls, trips, redislease.Lanes(l), calls)
 		}
 		for i := range acquires {
 			got, err := l.Inspect(ctx, fmt.Sprintf("free/%d", i))
@@ -274,8 +274,8 @@ func TestQueuedCallEndsWithItsContext(t *testing.T) {
 		}
 		gate.open()
 		done()
-		if trips := count.takeLog(); len(trips) != redislease.Lanes {
-			t.Errorf("round trips with scripts after the gate opened: %v; want only the lanes' %d", trips, redislease.Lanes)
+		if trips := count.takeLog(); len(trips) != redislease.Lanes(l) {
+			t.Errorf("round trips with scripts after the gate opened: %v; want only the lanes' %d", trips, redislease.Lanes(l))
 		}
 		if _, err := l.Inspect(context.Background(), "late"); !errors.Is(err, lease.ErrNotHeld) {
 			t.Errorf("the Acquire that gave up was sent after all: Inspect says %v", err)

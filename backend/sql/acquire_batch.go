@@ -18,13 +18,13 @@ import (
 // maxAcquireBatch bounds the names one batch takeover statement acquires.
 const maxAcquireBatch = 256
 
-// Acquires share statements (internal/combine). On PostgreSQL, while
-// every acquire slot of the pool is taken (acquireSlots), an Acquire waits
-// in a queue; on MariaDB 10.5+, while two Acquires are under way. The
-// next one to get a turn takes every waiting Acquire of a distinct name
-// (up to maxAcquireBatch) and sends them in one takeover statement, which
-// does for each what the single statement does. A lone Acquire, or one
-// that finds a turn free and nobody waiting, sends its own statement. Ten
+// Acquires share statements (internal/combine). On PostgreSQL and
+// MariaDB 10.5+, while every acquire slot of the pool is taken
+// (acquireSlots), an Acquire waits in a queue. The one that gets a turn
+// takes every waiting Acquire of a distinct name (up to maxAcquireBatch),
+// with those that arrived together with it, and sends them in one
+// takeover statement, which does for each what the single statement
+// does. A lone Acquire that finds a turn free sends its own statement. Ten
 // thousand Acquires at once then cost a few hundred statements and
 // commits, not ten thousand. SQLite, whose writes are one at a time
 // anyway, and MySQL 8, which has no INSERT ... RETURNING, send one
@@ -50,52 +50,22 @@ func (s *store) batches() bool {
 }
 
 // acquireBatched is Acquire on a store whose Acquires share statements
-// (internal/combine): it sends its own statement when a lane is free and
-// nobody waits, and otherwise waits for a lane, or for another Acquire's
-// batch to answer for it. On PostgreSQL the lanes are the acquire slots;
-// on MariaDB they are sharedLanes of their own, and each statement also
-// takes an acquire slot (ownAcquireLanes). One batch carries no two
-// Acquires of one name: a takeover statement cannot upsert a row twice.
+// (internal/combine), whose lanes are the acquire slots: it sends its own
+// statement when a slot is free and no other Acquire arrived with it,
+// and otherwise waits for a slot, or for another Acquire's batch to
+// answer for it. One batch carries no two Acquires of one name: a
+// takeover statement cannot upsert a row twice.
 func (s *store) acquireBatched(ctx context.Context, name, owner string, ttl time.Duration) (driver.Tenure, error) {
 	r := &acquireReq{name: name, owner: owner, ttl: ttl, key: [sha256.Size]byte(key(name))}
 	alone := func(ctx context.Context, r *acquireReq) (driver.Tenure, error) {
-		return s.acquireOne(ctx, r.name, r.owner, r.ttl) // on a lane Do took
+		return s.acquireOne(ctx, r.name, r.owner, r.ttl) // on a slot Do took
 	}
-	batch := s.acquireBatch
-	if s.ownAcquireLanes() {
-		alone = func(ctx context.Context, r *acquireReq) (driver.Tenure, error) {
-			if err := s.takeSlot(ctx, "Acquires"); err != nil {
-				return driver.Tenure{}, err
-			}
-			defer func() { <-s.acquireSlots }()
-			return s.acquireOne(ctx, r.name, r.owner, r.ttl)
-		}
-		batch = func(ctx context.Context, rs []*acquireReq) ([]driver.Tenure, []error) {
-			if err := s.takeSlot(ctx, "Acquires"); err != nil {
-				errs := make([]error, len(rs))
-				for i := range errs {
-					errs[i] = err
-				}
-				return nil, errs
-			}
-			defer func() { <-s.acquireSlots }()
-			return s.acquireBatch(ctx, rs)
-		}
-	}
-	t, err := s.acquires.Do(ctx, r, alone, batch)
+	t, err := s.acquires.Do(ctx, r, alone, s.acquireBatch)
 	if errors.Is(err, errAlone) {
 		return s.acquireOne(ctx, name, owner, ttl)
 	}
 	return t, err
 }
-
-// ownAcquireLanes reports whether the Acquires' queue has lanes of its
-// own (MariaDB) rather than the acquire slots (PostgreSQL). On MariaDB,
-// where a lone Acquire's commit is most of its cost, Acquires share a
-// statement as soon as two are under way; on PostgreSQL that gained
-// nothing and slowed busy Acquires, so they share only when every slot is
-// taken.
-func (s *store) ownAcquireLanes() bool { return s.dialect == MySQL }
 
 // takeSlot waits for one of the acquire slots, which Acquires and
 // Releases share, so that together they leave connections to renewals.

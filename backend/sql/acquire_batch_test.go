@@ -72,10 +72,6 @@ func TestBatchedAcquiresGiveSingleAnswers(t *testing.T) {
 		}
 		if l.s.batches() {
 			queued := len(wants)
-			if l.s.ownAcquireLanes() {
-				// The first to come hold the lanes, waiting for a slot.
-				queued -= l.s.acquires.Lanes
-			}
 			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
 				n := l.s.acquires.Waiting()
 				if n == queued {
@@ -144,24 +140,27 @@ func TestBatchedAcquiresGiveSingleAnswers(t *testing.T) {
 }
 
 // TestMariaDBAcquiresShareStatements: on MariaDB, Acquires that arrive
-// while sharedLanes of them are under way wait, and go out in batch
-// takeover statements (no two of one name in a batch), each with the
-// outcome its own statement would give: a free name acquired, a name
-// another owner holds refused with the holder named, the caller's own
-// re-entered with its token, and of three owners racing for one name,
-// exactly one winner. Without the sharing (PostgreSQL's rule: only while
-// every acquire slot is taken) they would each go alone, and never wait.
+// while every acquire slot is under way (two, on a pool of four) wait,
+// and go out in batch takeover statements (no two of one name in a
+// batch), each with the outcome its own statement would give: a free name
+// acquired, a name another owner holds refused with the holder named, the
+// caller's own re-entered with its token, and of three owners racing for
+// one name, exactly one winner. Without the sharing they would each wait
+// for a slot and go alone.
 func TestMariaDBAcquiresShareStatements(t *testing.T) {
 	t.Parallel()
 	s := mysqlStore(t)
 	var c counter
 	db := countingDB(t, s, &c)
-	db.SetMaxOpenConns(16)
+	db.SetMaxOpenConns(4)
 	l, err := New(db, WithTable(s.table))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
+	if n := cap(l.s.acquireSlots); n != 2 {
+		t.Fatalf("%d acquire slots on a pool of 4; want 2", n)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	prefix := fmt.Sprintf("maria-shared-%d/", time.Now().UnixNano())

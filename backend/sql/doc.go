@@ -50,12 +50,11 @@
 // past its lease's Deadline (database/sql hands a freed connection to a
 // random waiter). The bound is read from the pool when the Locker is made.
 //
-// On PostgreSQL and MariaDB 10.5+, the Acquires that wait for a turn
-// share statements (on PostgreSQL while every Acquire's turn is taken, on
-// MariaDB as soon as two Acquires are under way, since there a lone
-// Acquire's commit is most of its cost; TestMariaDBAcquiresShareStatements):
-// the next to get one takes every waiting Acquire of a
-// distinct name, up to 256, and sends them in one takeover statement
+// On PostgreSQL and MariaDB 10.5+, Acquires share statements, but never
+// wait for company: an Acquire waits only while every Acquire's turn is
+// taken, and the one that gets a turn takes every Acquire then waiting
+// (internal/combine states the invariant), of a distinct name, up to
+// 256, and sends them in one takeover statement
 // (acquireBatch in statements_postgres.go and statements_mysql.go), which
 // does for each name what the single statement does and answers each
 // Acquire as its own would (TestBatchedAcquiresGiveSingleAnswers); names
@@ -71,14 +70,16 @@
 // and MySQL 8, which has no INSERT ... RETURNING, send one statement per
 // Acquire.
 //
-// On PostgreSQL, Renews and Releases share statements too: while two
-// Renews (or two Releases) are under way, later ones wait, and the next
-// to get a turn renews every waiting tenure in one batch renewal statement
+// On PostgreSQL, Renews and Releases share statements too: while as many
+// Renews are under way as the pool has connections (or Releases as there
+// are Acquires' turns), later ones wait, and the one that gets a turn
+// renews every waiting tenure in one batch renewal statement
 // (RenewBatch's), or ends every waiting tenure in one batch release
 // statement (releaseBatch), each exactly as its own statement would
 // (TestRenewsShareStatements, TestReleasesShareStatements). One commit,
-// and one WAL flush, then serves several calls. A call that finds fewer
-// than two under way is its own statement at once. MariaDB's batch
+// and one WAL flush, then serves several calls. A call that finds a turn
+// free is its own statement at once, or shares one with the calls that
+// arrived together with it. MariaDB's batch
 // statement costs more than the Renews it would replace, so there, as on
 // SQLite, each Renew and Release is its own statement.
 //

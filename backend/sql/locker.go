@@ -123,15 +123,16 @@ func newLocker(db *sql.DB, o options) (*Locker, error) {
 	}
 	s.hub.linger, s.hub.maxLinger = listenLinger, maxLingering
 	s.acquireSlots = acquireSlots(db.Stats().MaxOpenConnections)
+	lanes := poolLanes(db.Stats().MaxOpenConnections)
 	s.acquires.Max, s.acquires.What = maxAcquireBatch, "Acquires"
 	s.acquires.Key = func(r *acquireReq) string { return string(r.key[:]) }
-	if s.ownAcquireLanes() && s.acquireSlots != nil {
-		s.acquires.Lanes = min(sharedLanes, cap(s.acquireSlots))
-	} else {
-		s.acquires.Turns = s.acquireSlots
+	s.acquires.Turns = s.acquireSlots
+	s.renews.Lanes, s.renews.Max, s.renews.What = lanes, maxBatchChunk, "renewals"
+	s.releases.Lanes, s.releases.Max, s.releases.What = lanes, maxBatchChunk, "releases"
+	if s.acquireSlots != nil {
+		// Releases take the Acquires' turns.
+		s.releases.Turns, s.releases.What = s.acquireSlots, "Acquires and Releases"
 	}
-	s.renews.Lanes, s.renews.Max, s.renews.What = sharedLanes, maxBatchChunk, "renewals"
-	s.releases.Lanes, s.releases.Max, s.releases.What = sharedLanes, maxBatchChunk, "releases"
 	return &Locker{base: driver.NewLocker("sql", s), s: s}, nil
 }
 

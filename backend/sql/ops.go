@@ -133,10 +133,11 @@ func (s *store) acquireTx(ctx context.Context, name, owner string, ttl time.Dura
 }
 
 // Renew implements driver.Store with one statement (q.renew). On
-// PostgreSQL, while sharedLanes Renews are under way, later ones wait and
-// share a statement: the next to get a turn renews every waiting tenure
-// with RenewBatch's statement, each exactly as its own statement would
-// (internal/combine). On MySQL,
+// PostgreSQL, Renews that arrive together, or while as many are under way
+// as the pool has connections (poolLanes), share a statement: the one
+// that gets a turn renews every waiting tenure with RenewBatch's
+// statement, each exactly as its own statement would (internal/combine).
+// On MySQL,
 // which has no UPDATE ... RETURNING, the statement hands back only the new
 // expiry, so the renewed Tenure's Acquired is zero and the Locker keeps
 // the caller's (Renew never changes acquired_at).
@@ -151,16 +152,24 @@ func (s *store) Renew(ctx context.Context, t driver.Tenure, ttl time.Duration) (
 	return s.renewOne(ctx, t, ttl)
 }
 
-// sharedLanes bounds the Renew statements, and the Release statements,
-// under way at once on PostgreSQL before later ones wait and share one
-// batch statement (renewShared, releaseShared): a commit, and its WAL
-// flush, per batch instead of per call. Measured with 8 goroutines on one
-// Locker (bench/), sharing took PostgreSQL's renew from 0.84-0.93x the
-// row floor to 1.02-1.35x, and its cycle (Acquire and Release) from
-// 0.58-0.61x to 0.71-0.80x. MariaDB's batch renewal (JSON_TABLE) costs
-// more than the Renews it replaces (0.99-1.05x down to 0.87-0.95x), so
-// MySQL and MariaDB, like SQLite, send each Renew and Release alone.
-const sharedLanes = 2
+// poolLanes is the number of Renew statements, and of Release statements
+// on a pool without acquire slots, under way at once on PostgreSQL
+// before later ones wait and share one batch statement (renewShared,
+// releaseShared): the pool's connections, so that a call never waits
+// while a connection is free (internal/combine), or DefaultMaxOpenConns
+// for a pool without a bound, so that a burst of thousands of renewals
+// costs a few statements rather than a server connection each. A batch
+// costs one commit, and one WAL flush, instead of one per call. MariaDB's
+// batch renewal (JSON_TABLE) costs more than the Renews it replaces
+// (0.99-1.05x the row floor down to 0.87-0.95x with 8 goroutines on one
+// Locker), so MySQL and MariaDB, like SQLite, send each Renew and Release
+// alone.
+func poolLanes(maxOpen int) int {
+	if maxOpen <= 0 {
+		return DefaultMaxOpenConns
+	}
+	return maxOpen
+}
 
 // renewAlone is Renew's statement for one tenure, as the shared queue
 // calls it.
@@ -217,8 +226,9 @@ func (s *store) renewOne(ctx context.Context, t driver.Tenure, ttl time.Duration
 
 // Release implements driver.Store with one statement (q.release). On a
 // bounded pool it takes one of the Acquires' turns (acquireSlots). On
-// PostgreSQL, while sharedLanes Releases are under way, later ones wait
-// and share a statement (releaseShared, q.releaseBatch), as Renews do. The row
+// PostgreSQL, Releases that arrive together, or while every turn is
+// taken, share a statement (releaseShared, q.releaseBatch), as Renews do;
+// the queue's lanes are then the Acquires' turns. The row
 // stays, so the next tenure's token is larger, with expires_at set to
 // minus the moment of release: negative, it reads as ended to every
 // statement, including one whose "now" was read before it queued for the
@@ -236,14 +246,10 @@ func (s *store) Release(ctx context.Context, t driver.Tenure) (bool, error) {
 		s.held.forget(t.Name) // the next Acquire of it need not read first
 	}
 	if s.q.releaseBatch != "" {
-		return s.releases.Do(ctx, t, s.releaseAlone, s.releaseShared)
+		// The queue's lanes are the Acquires' turns (acquireSlots), so
+		// its statements, lone or shared, each hold one.
+		return s.releases.Do(ctx, t, s.releaseOne, s.releaseShared)
 	}
-	return s.releaseAlone(ctx, t)
-}
-
-// releaseAlone is Release's statement for one tenure, which takes one of
-// the Acquires' turns on a bounded pool.
-func (s *store) releaseAlone(ctx context.Context, t driver.Tenure) (bool, error) {
 	if slots := s.acquireSlots; slots != nil {
 		// Releases take the Acquires' turns: ten thousand Runs ending
 		// together must not keep the renewals of those still running
@@ -253,6 +259,11 @@ func (s *store) releaseAlone(ctx context.Context, t driver.Tenure) (bool, error)
 		}
 		defer func() { <-slots }()
 	}
+	return s.releaseOne(ctx, t)
+}
+
+// releaseOne is Release's statement for one tenure.
+func (s *store) releaseOne(ctx context.Context, t driver.Tenure) (bool, error) {
 	var n int64
 	err := retry(ctx, s.dialect, func() error {
 		res, err := s.db.ExecContext(ctx, s.q.release, key(t.Name), t.Owner, int64(t.Token))

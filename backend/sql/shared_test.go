@@ -12,12 +12,20 @@ import (
 	"github.com/leasekit/lease"
 )
 
-// sharedStore returns a PostgreSQL Locker whose statements c records, and
-// n leases it holds on names of their own.
+// sharedLanes is the pool of sharedStore's Locker: as many Renews (and
+// Releases, without acquire slots on so small a pool) are under way
+// before later ones wait to share a statement (poolLanes).
+const sharedLanes = 2
+
+// sharedStore returns a PostgreSQL Locker on a pool of sharedLanes
+// connections whose statements c records, and n leases it holds on names
+// of their own.
 func sharedStore(t *testing.T, c *counter, n int) (*testStore, *Locker, []lease.Lease) {
 	t.Helper()
 	s := postgresStore(t)
-	l, err := New(countingDB(t, s, c), WithTable(s.table))
+	db := countingDB(t, s, c)
+	db.SetMaxOpenConns(sharedLanes)
+	l, err := New(db, WithTable(s.table))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,14 +42,15 @@ func sharedStore(t *testing.T, c *counter, n int) (*testStore, *Locker, []lease.
 	return s, l, held
 }
 
-// holdLanes makes c hold the first sharedLanes statements that single
+// holdLanes makes c hold the first len(lanes) statements that single
 // matches until the returned function is called, runs call for each of
-// lanes (which must send such statements), and waits until they are
+// lanes (which must send such statements), one after the other (calls
+// that arrive together may share a statement), and waits until they are
 // held. The returned function lets them go and waits for the calls.
 func holdLanes(t *testing.T, c *counter, single func(q string) bool, lanes []lease.Lease, call func(lease.Lease) error) (open func()) {
 	t.Helper()
 	gate := make(chan struct{})
-	began := make(chan struct{}, sharedLanes)
+	began := make(chan struct{}, len(lanes))
 	var mu sync.Mutex
 	holding := 0
 	c.mu.Lock()
@@ -50,7 +59,7 @@ func holdLanes(t *testing.T, c *counter, single func(q string) bool, lanes []lea
 			return nil
 		}
 		mu.Lock()
-		hold := holding < sharedLanes
+		hold := holding < len(lanes)
 		holding++
 		mu.Unlock()
 		if hold {
@@ -64,8 +73,6 @@ func holdLanes(t *testing.T, c *counter, single func(q string) bool, lanes []lea
 	errs := make(chan error, len(lanes))
 	for _, ls := range lanes {
 		wg.Go(func() { errs <- call(ls) })
-	}
-	for range sharedLanes {
 		select {
 		case <-began:
 		case <-time.After(10 * time.Second):

@@ -1,9 +1,17 @@
-// Package combine lets concurrent calls of one kind share requests: while
-// a few requests are under way, later calls wait, and the next call to
-// get a turn sends every waiting call in one batch request. A call that
-// finds a turn free and nobody waiting sends its own request at once, so
-// a call never waits for company. The Redis backend's pipelines and the
-// SQL backend's shared Acquires, Renews and Releases use it.
+// Package combine lets concurrent calls of one kind share requests. The
+// Redis backend's pipelines and the SQL backend's shared Acquires, Renews
+// and Releases use it.
+//
+// The invariant, enforced in Queue.Do and nowhere else: a call waits only
+// while every lane is taken, and whoever takes a lane sends every call
+// then waiting (up to Max) before it lets the lane go. A lane stands for
+// what can carry a request (a connection of the pool), so a request is
+// never held back while a connection could carry it, and a batch only
+// ever merges calls that were already waiting: with a lane free, a call
+// that finds nobody else waiting goes alone, at once. Calls merge when
+// they arrive together (the one that takes a lane first yields the
+// processor once, so that the callers woken with it can queue) or while
+// every lane is under way.
 package combine
 
 import (
@@ -20,7 +28,9 @@ import (
 // Queue combines calls with requests of type Req and answers of type
 // Res. Its zero value is not usable: set Lanes and Max.
 type Queue[Req, Res any] struct {
-	// Lanes bounds the requests under way at once (at least 1).
+	// Lanes bounds the requests under way at once (at least 1): the
+	// connections that can carry them, so that a call never waits while
+	// one is free.
 	Lanes int
 	// Max bounds the calls in one batch (at least 1).
 	Max int
@@ -42,8 +52,7 @@ type Queue[Req, Res any] struct {
 	lanes chan struct{}
 	mu    sync.Mutex
 	queue []*call[Req, Res]
-	// waiting is len(queue), read without mu: a call that finds others
-	// waiting joins them rather than overtaking them.
+	// waiting is len(queue), read without mu (Waiting).
 	waiting atomic.Int32
 }
 
@@ -57,13 +66,15 @@ type call[Req, Res any] struct {
 	err   error
 }
 
-// Do answers req: with alone(ctx, req) when a lane is free and nobody
-// waits, otherwise with batch, which some caller runs for req and the
-// other waiting calls (oldest first, at most Max) under a context that
+// Do answers req, with alone(ctx, req) when no other call is taken with
+// it, or with batch, which some caller runs for req and the other calls
+// waiting at that moment (oldest first, at most Max) under a context that
 // ends at the latest of their deadlines (batchctx), and which returns an
-// answer and an error for each request, in order. A call whose context
-// ends while it waits returns its context's error, wrapped: if no batch
-// took it yet it is never sent; otherwise its request may still be
+// answer and an error for each request, in order. Every call queues, then
+// waits for its answer or for a lane; the caller that gets a lane sends
+// the calls then waiting (see the package documentation). A call whose
+// context ends while it waits returns its context's error, wrapped: if no
+// batch took it yet it is never sent; otherwise its request may still be
 // carried out, as a lone request's may once sent.
 func (q *Queue[Req, Res]) Do(ctx context.Context, req Req,
 	alone func(context.Context, Req) (Res, error),
@@ -75,33 +86,26 @@ func (q *Queue[Req, Res]) Do(ctx context.Context, req Req,
 			q.lanes = make(chan struct{}, max(1, q.Lanes))
 		}
 	})
-	if q.waiting.Load() == 0 {
-		select {
-		case q.lanes <- struct{}{}:
-			defer func() { <-q.lanes }()
-			return alone(ctx, req)
-		default:
-		}
-	}
 	c := &call[Req, Res]{ctx: ctx, req: req, done: make(chan struct{})}
 	q.mu.Lock()
 	q.queue = append(q.queue, c)
 	q.waiting.Store(int32(len(q.queue)))
 	q.mu.Unlock()
 	lane := q.lanes
+	select {
+	case lane <- struct{}{}:
+		q.send(alone, batch)
+		if q.sent(c) {
+			lane = nil // answered, or in another caller's batch under way
+		}
+	default:
+	}
 	for {
 		select {
 		case <-c.done:
 			return c.res, c.err
 		case lane <- struct{}{}:
-			// Let the callers that the last answers woke queue their
-			// next calls first: they join this batch instead of waiting
-			// for the next one.
-			runtime.Gosched()
-			if cs := q.take(); len(cs) > 0 {
-				run(cs, batch)
-			}
-			<-q.lanes
+			q.send(nil, batch)
 			if q.sent(c) {
 				lane = nil // in a batch under way: wait for its answer only
 			}
@@ -115,8 +119,29 @@ func (q *Queue[Req, Res]) Do(ctx context.Context, req Req,
 	}
 }
 
-// run sends cs with batch and answers each call.
-func run[Req, Res any](cs []*call[Req, Res], batch func(context.Context, []Req) ([]Res, []error)) {
+// send, on a lane the caller took, takes the waiting calls and sends
+// them, then gives the lane back. It first lets the callers that the last
+// answers woke queue their next calls: they join this batch instead of
+// taking lanes of their own. A lone call goes with alone when it is not
+// nil (a call that found a lane free at once), else with batch, as calls
+// that waited always do.
+func (q *Queue[Req, Res]) send(alone func(context.Context, Req) (Res, error), batch func(context.Context, []Req) ([]Res, []error)) {
+	defer func() { <-q.lanes }()
+	runtime.Gosched()
+	if cs := q.take(); len(cs) > 0 {
+		run(cs, alone, batch)
+	}
+}
+
+// run sends cs, a lone call with alone (when not nil) under its own
+// context and more with batch, and answers each call.
+func run[Req, Res any](cs []*call[Req, Res], alone func(context.Context, Req) (Res, error), batch func(context.Context, []Req) ([]Res, []error)) {
+	if len(cs) == 1 && alone != nil {
+		c := cs[0]
+		c.res, c.err = alone(c.ctx, c.req)
+		close(c.done)
+		return
+	}
 	ctxs := make([]context.Context, len(cs))
 	reqs := make([]Req, len(cs))
 	for i, c := range cs {

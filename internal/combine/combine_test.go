@@ -12,7 +12,8 @@ import (
 )
 
 // lanesHeld starts q.Lanes calls whose lone requests block until release
-// is closed, and waits until they all have begun.
+// is closed, one after the other (calls that arrive together may share a
+// batch), and waits until they all have begun.
 func lanesHeld(t *testing.T, q *Queue[int, int], release chan struct{}) *sync.WaitGroup {
 	t.Helper()
 	var wg sync.WaitGroup
@@ -27,8 +28,6 @@ func lanesHeld(t *testing.T, q *Queue[int, int], release chan struct{}) *sync.Wa
 				return 0, nil
 			}, nil)
 		}()
-	}
-	for range q.Lanes {
 		select {
 		case <-began:
 		case <-time.After(10 * time.Second):
