@@ -74,17 +74,6 @@ func checkPoolBound(t *testing.T, params string, bound int) {
 	if _, err := tx.ExecContext(ctx, "LOCK TABLE "+table+" IN EXCLUSIVE MODE"); err != nil {
 		t.Fatal(err)
 	}
-	errs := make(chan error, burst)
-	var wg sync.WaitGroup
-	for i := range burst {
-		wg.Go(func() {
-			_, err := l.Acquire(ctx, fmt.Sprintf("hsql/pool/%d", i), "burst", time.Minute)
-			errs <- err
-		})
-	}
-	// Wait, bounded in count and time, until the Acquires' connections
-	// are open or the count stops growing, then look once more: with the
-	// bound, no count can exceed it however long we wait.
 	conns := func() int {
 		var n int
 		if err := admin.QueryRowContext(ctx, "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1", app).Scan(&n); err != nil {
@@ -92,9 +81,42 @@ func checkPoolBound(t *testing.T, params string, bound int) {
 		}
 		return n
 	}
+	blocked := func() int {
+		var n int
+		if err := admin.QueryRowContext(ctx, "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'", app).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
 	// Acquires leave an eighth of the pool, at least two connections, to
 	// renewals and releases (see the sqllease package documentation).
 	acquires := bound - max(2, bound/8)
+	errs := make(chan error, burst)
+	var wg sync.WaitGroup
+	acquire := func(i int) {
+		wg.Go(func() {
+			_, err := l.Acquire(ctx, fmt.Sprintf("hsql/pool/%d", i), "burst", time.Minute)
+			errs <- err
+		})
+	}
+	// Acquires that wait for a connection together share a statement
+	// (they are combined), so a burst that arrives at once needs only a
+	// few connections. To fill the pool, the first Acquires arrive one
+	// at a time, each after the one before is blocked on the lock in a
+	// statement of its own (bounded: 2s each); the rest then arrive at
+	// once, and must wait for a connection, not open more.
+	for i := range acquires {
+		acquire(i)
+		for deadline := time.Now().Add(2 * time.Second); blocked() <= i && time.Now().Before(deadline); {
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	for i := acquires; i < burst; i++ {
+		acquire(i)
+	}
+	// Wait, bounded in count and time, until the Acquires' connections
+	// are open or the count stops growing, then look once more: with the
+	// bound, no count can exceed it however long we wait.
 	most, last, still := 0, -1, 0
 	for i := 0; i < 400 && still < 10; i++ {
 		time.Sleep(50 * time.Millisecond)
