@@ -96,4 +96,16 @@
 //
 // To write a backend of your own, implement package driver's Store and
 // certify it with package conformance.
+//
+// # Guides
+//
+// The repository's docs pages are the guides; these documents are the
+// reference:
+//
+//   - the contract, and what a lease cannot guarantee: https://github.com/leasekit/lease/blob/main/docs/contract.md
+//   - picking a backend: https://github.com/leasekit/lease/blob/main/docs/backends.md
+//   - waiting and fairness: https://github.com/leasekit/lease/blob/main/docs/waiting.md
+//   - fencing: https://github.com/leasekit/lease/blob/main/docs/fencing.md
+//   - many leases in one process: https://github.com/leasekit/lease/blob/main/docs/many-leases.md
+//   - performance: https://github.com/leasekit/lease/blob/main/docs/performance.md
 package lease

@@ -87,8 +87,8 @@ var schemeHints = map[string]string{
 // the import that is probably missing. An address without a scheme
 // ("localhost:5432", "127.0.0.1:6379/0") is refused with an error that
 // shows it as a URL, by its port where the port says which store it is.
-// Options are query parameters, listed in the README; an unknown one is an
-// error. No error of Open shows a password. Close the returned Locker to
+// Options are query parameters, listed in each backend's package
+// documentation and in docs/backends.md; an unknown one is an error. No error of Open shows a password. Close the returned Locker to
 // close what Open opened.
 func Open(ctx context.Context, rawURL string) (Locker, error) {
 	if err := noScheme(rawURL); err != nil {

@@ -132,7 +132,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&myURL, "mysql", "", "MySQL or MariaDB `URL`, e.g. mysql://root@127.0.0.1:3306/test")
 	fs.StringVar(&etcdEPs, "etcd", "", "etcd `endpoints`, host:port[,host:port]")
 	fs.StringVar(&modes, "mode", "cycle,renew,busy", "`modes` to run, comma separated: "+strings.Join(allModes, ",")+" or all, and "+strings.Join(extraModes, ","))
-	fs.BoolVar(&cfg.markdown, "markdown", false, "print markdown tables (for the README)")
+	fs.BoolVar(&cfg.markdown, "markdown", false, "print markdown tables (for docs/performance.md)")
 	fs.BoolVar(&cfg.quiet, "q", false, "print no progress to stderr")
 	fs.IntVar(&cfg.workers, "workers", 8, "concurrent workers for cycle, renew and busy, each on its own name")
 	fs.IntVar(&cfg.rounds, "rounds", 5, "rounds per measurement; the median is reported")

@@ -39,4 +39,9 @@
 // only. Its own tests run it against deliberately broken backends, one
 // broken promise each, and require the case named for that promise to
 // fail.
+//
+// # Guide
+//
+// Certifying a store of your own, with the suite and the lease command's
+// check: https://github.com/leasekit/lease/blob/main/docs/certify.md.
 package conformance

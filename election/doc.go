@@ -97,4 +97,9 @@
 // candidate that was only campaigning when its context ended (the bug of
 // kubernetes#23731 and client-go#1187), and the stop callback also when
 // the Work panics.
+//
+// # Guide
+//
+// A walk through elections, with the handoff and observer patterns:
+// https://github.com/leasekit/lease/blob/main/docs/elections.md.
 package election

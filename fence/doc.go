@@ -68,4 +68,9 @@
 // that answer back into a *StaleError on the client. Malformed or missing
 // headers get 400 Bad Request. The header constants document the format
 // exactly; EncodeName and DecodeName implement it.
+//
+// # Guide
+//
+// Fencing from end to end, with each checker in use:
+// https://github.com/leasekit/lease/blob/main/docs/fencing.md.
 package fence

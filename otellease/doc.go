@@ -10,8 +10,9 @@
 // results, same errors) and records it on the way out. It implements the
 // optional interfaces lease.Lister, lease.ForceReleaser,
 // driver.Watcher, and the method RenewBatch (driver.Locker's, which
-// lease.Run renews through), exactly when the wrapped Locker does. Without WithMeterProvider and WithTracerProvider it uses the
-// global providers of go.opentelemetry.io/otel, which record nothing until
+// lease.Run renews through), exactly when the wrapped Locker does.
+// Without WithMeterProvider and WithTracerProvider it uses the global
+// providers of go.opentelemetry.io/otel, which record nothing until
 // the program installs an SDK with otel.SetMeterProvider and
 // otel.SetTracerProvider (before or after Wrap). The lease module's root
 // package does not import this package or OpenTelemetry: only programs
@@ -135,6 +136,7 @@
 // # Cost
 //
 // With no-op providers the wrapper checks that nothing records and skips
-// its bookkeeping; see the package's benchmarks and the README for the
-// overhead per call with no-op and SDK providers.
+// its bookkeeping; see the package's benchmarks, and
+// https://github.com/leasekit/lease/blob/main/docs/observability.md for the overhead per call with no-op
+// and SDK providers and a guide to the metrics and spans.
 package otellease

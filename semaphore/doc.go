@@ -110,4 +110,9 @@
 // the waiter polls: N tries per poll at most, with jittered backoff from
 // 10ms doubling to one second, and never sleeping past the expiry of the
 // slot that frees first.
+//
+// # Guide
+//
+// When to use a semaphore, and its costs beside a single lease:
+// https://github.com/leasekit/lease/blob/main/docs/semaphores.md.
 package semaphore

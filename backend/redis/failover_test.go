@@ -161,7 +161,7 @@ type failoverRun struct {
 // a grant and give the name to a second holder while the first still
 // holds it, or give a holder back a tenure it had released, after another
 // holder's: the test counts both (failoverRun) and reports them, it does
-// not forbid them (see "What a lease guarantees" in the README). It also logs the writes the fence refused (a holder whose
+// not forbid them (see docs/contract.md). It also logs the writes the fence refused (a holder whose
 // token is below one the resource has seen), when each holder that found
 // its tenure lost (ErrLost from Renew or Release) noticed it, and how long
 // after the failover the first grant came.

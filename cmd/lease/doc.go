@@ -367,4 +367,8 @@
 //	127    run: COMMAND was not found
 //
 // Every error is one line on stderr starting with "lease: ".
+//
+// # Guide
+//
+// A tour of the command for operators: https://github.com/leasekit/lease/blob/main/docs/cli.md.
 package main
