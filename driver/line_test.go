@@ -3,6 +3,7 @@ package driver_test
 import (
 	"context"
 	"errors"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -45,6 +46,8 @@ func TestCanAnswersAsTheStoreCan(t *testing.T) {
 		{"BatchRenewer (one at a time without a batch store)", lease.Can[batchtest.Batcher](plain), true},
 		{"Lister on memory", lease.Can[lease.Lister](mem), true},
 		{"Watcher on memory", lease.Can[driver.Watcher](mem), true},
+		{"Can asked directly of an interface the Locker has not", plain.Can((*io.Reader)(nil)), false},
+		{"Can asked directly of a nil", plain.Can(nil), false},
 	} {
 		if c.got != c.want {
 			t.Errorf("lease.Can, %s = %v, want %v", c.what, c.got, c.want)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -408,9 +409,11 @@ func ctxErr(ctx context.Context) error {
 }
 
 // Can answers lease.Can: whether the Locker can do what the optional
-// interface that p points to promises (*lease.Lister, *lease.ForceReleaser,
-// *Watcher), as its Store can. RenewBatch is not asked about: it always
-// works (one renewal at a time without a BatchRenewer Store).
+// interface that p points to promises, as its Store can. For
+// *lease.Lister, *lease.ForceReleaser and *Watcher that is the Store's
+// answer (see Capable); for any other interface that the Locker has
+// (RenewBatch's, say, which works on every Store: one renewal at a time
+// without a BatchRenewer Store) it is yes, and for one it has not, no.
 func (l *Locker) Can(p any) bool {
 	switch p.(type) {
 	case *lease.Lister:
@@ -420,7 +423,8 @@ func (l *Locker) Can(p any) bool {
 	case *Watcher:
 		return storeCan[Watcher](l.store)
 	}
-	return false
+	t := reflect.TypeOf(p)
+	return t != nil && t.Kind() == reflect.Pointer && t.Elem().Kind() == reflect.Interface && reflect.TypeOf(l).Implements(t.Elem())
 }
 
 // storeCan reports whether s implements I and, if it is Capable, says it
