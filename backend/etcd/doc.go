@@ -315,7 +315,8 @@
 //
 // So a renewal is one round trip of two messages sent together, a
 // keep-alive on an open stream and a read-only Txn, never more: neither
-// waits for the other, nor for any other call's request (see reader).
+// waits for the other (the read may wait for a shared read transaction
+// under way, see reader).
 // The read costs etcd a linearizable read (on a one-member cluster, no
 // raft round); the keep-alive, nothing in raft's log.
 //
