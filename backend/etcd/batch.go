@@ -122,14 +122,21 @@ func (s *store) RenewBatch(ctx context.Context, items []driver.RenewItem) ([]dri
 			singles = append(singles, i)
 		case knownAt[i] < 0:
 			later = append(later, i)
-		case kaErr != nil:
-			out[i].Err = kaErr
-		case kv.Lease != int64(leases[i].id) || ttls[knownAt[i]] == 0:
-			// Moved by a Locker of the same owner, or its lease ended
-			// after the read: a single Renew looks again.
-			singles = append(singles, i)
 		default:
-			s.renewed(&out[i], t, leases[i].id, ttls[knownAt[i]], start)
+			var kaTTL int64
+			if kaErr == nil {
+				kaTTL = ttls[knownAt[i]]
+			}
+			switch judgeRenewal(t, leases[i].id, kv, kaTTL, kaErr) {
+			case renewalFailed:
+				out[i].Err = kaErr
+			case renewalLookAgain:
+				// Moved by a Locker of the same owner, or its lease
+				// ended after the read: a single Renew looks again.
+				singles = append(singles, i)
+			case renewalDone:
+				s.renewed(&out[i], t, leases[i].id, kaTTL, start)
+			}
 		}
 	}
 
@@ -166,14 +173,23 @@ func (s *store) RenewBatch(ctx context.Context, items []driver.RenewItem) ([]dri
 		}
 		var again []int
 		for n, i := range later {
-			switch {
-			case err != nil:
+			var kaTTL int64
+			if err == nil {
+				kaTTL = ttls[n]
+			}
+			switch judgeRenewal(items[i].Tenure, ids[n], kvs[i], kaTTL, err) {
+			case renewalFailed:
 				out[i].Err = err
-			case ttls[n] == 0 || ttls[n] != s.grantedTTL(items[i].TTL):
-				// Its lease ended after the read, or has another TTL.
+			case renewalDone:
+				if kaTTL == s.grantedTTL(items[i].TTL) {
+					s.renewed(&out[i], items[i].Tenure, ids[n], kaTTL, start)
+					break
+				}
+				// Its lease has another TTL: a single Renew moves it.
 				again = append(again, i)
 			default:
-				s.renewed(&out[i], items[i].Tenure, ids[n], ttls[n], start)
+				// Its lease ended after the read.
+				again = append(again, i)
 			}
 		}
 		s.renewEach(ctx, items, again, out)

@@ -271,6 +271,55 @@
 // end a tenure whose holder still trusts its Deadline, and it is a
 // Release's reply that names the lease to revoke.
 //
+// # What a renewal proves, and why it reads
+//
+// A Renew succeeds only on two answers of one round trip: a keep-alive of
+// the lease L the Locker last saw the tenure t on, answered with a TTL
+// (etcd still had L and restarted it), and a linearizable read of t's key
+// that finds t intact on L (create revision = Token, value = owner, lease
+// = L). judgeRenewal (renew_release.go) is the one place that turns these
+// two answers into an outcome, for Renew and RenewBatch alike. Both were
+// applied within the call, the keep-alive at some moment K and the read
+// at some moment R. If K ≤ R, t was on L at every moment of [K, R]: no
+// write puts a tenure back on a lease it left (a move takes a lease no
+// earlier move named, and a lease a tenure left by another's write is
+// revoked, never reused, see "The lease invariant"), so the keep-alive
+// restarted t's own lease, and the Renew takes effect at K. If R < K, t
+// was intact at R, and the Renew takes effect at R: a write that took t
+// off L between R and K (another's Release, move or ForceRelease) comes
+// after it, and its effect stands, as in any sequence of the two calls. A
+// serializable read would not do: a member's own view may be older than
+// the call, when it lost its leader or lags behind.
+//
+// A keep-alive alone proves less: that etcd still has L, not that t is on
+// it. etcd ends a key with its lease, but a key also leaves a lease that
+// lives on, in ways the renewing Locker does not see: a Release, or a
+// Renew to another ttl, of the same tenure through another Locker (a
+// Lease handed to another process), which delete the key or put it on
+// another lease in a transaction that checks owner and Token; and a
+// ForceRelease, from any Locker, which deletes the key whoever holds it.
+// The Locker that does it cannot end L in the same step: etcd has no
+// conditional LeaseRevoke and no revoke inside a transaction; a revoke
+// before the write is unsafe (between the read that found L and the
+// revoke, L's tenure may have been released and L recycled by its own
+// Locker for the next tenure, or L may carry other tenures of a group);
+// and a revoke after the write leaves a moment in which a keep-alive
+// renews a tenure that has already ended. So a Renew by keep-alive alone
+// would tell a holder whose tenure an operator force-released, or that
+// another process released or moved, that it still holds it, and go on
+// telling it so at every renewal while the name has another holder
+// (TestRenewBatchGivesRenewsAnswers makes exactly this case). A
+// concurrency.Mutex renews with one message because a Session's keys are
+// not owner-checked: Unlock deletes whatever key is there (etcd issue
+// 22082), and nothing ends a Session's key but its owner or its lease.
+//
+// So a renewal is one round trip of two messages sent together, a
+// keep-alive on an open stream and a read-only Txn, never more: neither
+// waits for the other (the read may wait for a shared read transaction
+// under way, see reader).
+// The read costs etcd a linearizable read (on a one-member cluster, no
+// raft round); the keep-alive, nothing in raft's log.
+//
 // # Waiting fairly
 //
 // Fair waiting (lease.Run's WithFairWait) is a policy over the same line
@@ -297,8 +346,8 @@
 // eighty reads per sweep, where a lease per tenure cost ten thousand
 // keep-alives. Writes queue in the Locker rather than in etcd, which
 // refuses proposals ("etcdserver: too many requests") once thousands wait
-// to be applied: transactions go out four shared ones at a time (see
-// writer), the grants that Acquires share one at a time per TTL, and the
+// to be applied: transactions go out at most 32 shared ones at a time
+// (see writer), the grants that Acquires share one at a time per TTL, and the
 // other calls that grant or write (pool refills, moves) at most 64 at
 // once. A small queue on etcd's side also keeps
 // renewals fast during a burst of Acquires: a linearizable read (the

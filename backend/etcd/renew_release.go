@@ -92,25 +92,59 @@ func (s *store) Renew(ctx context.Context, t driver.Tenure, ttl time.Duration) (
 	if err != nil {
 		return driver.Tenure{}, false, err
 	}
-	if !isIntact(kv, t) {
+	switch judgeRenewal(t, l.id, kv, k.ttl, k.err) {
+	case renewalLost:
 		s.dispose(ctx, s.ledger.gone(t)...)
 		return driver.Tenure{}, false, nil
-	}
-	if kv.Lease != int64(l.id) {
-		// Intact, on another lease: a Locker of the same owner moved it.
-		return s.renewSlow(ctx, t, ttl, start)
-	}
-	if k.err != nil {
+	case renewalFailed:
 		return driver.Tenure{}, false, k.err
-	}
-	if k.ttl == 0 {
-		// The lease ended after the check: the tenure expired, was
-		// released, or moved onto another lease. Look again.
+	case renewalLookAgain:
 		return s.renewSlow(ctx, t, ttl, start)
 	}
 	renewed := held(t.Name, t.Owner, int64(t.Token), start, k.ttl)
 	s.ledger.kept(renewed, l.id, k.ttl)
 	return renewed, true, nil
+}
+
+// renewal is what a keep-alive of a tenure's etcd lease and a read of its
+// key, sent together, prove about the tenure.
+type renewal int
+
+const (
+	// renewalDone: the keep-alive renewed the tenure.
+	renewalDone renewal = iota
+	// renewalLost: the tenure is not intact (ended or taken over).
+	renewalLost
+	// renewalFailed: the keep-alive failed; the tenure may or may not
+	// have been renewed.
+	renewalFailed
+	// renewalLookAgain: the tenure is intact, but not (or no longer) on
+	// the lease kept alive: a call of the same owner moved it, or the
+	// lease ended after the read.
+	renewalLookAgain
+)
+
+// judgeRenewal is the one place that decides what a keep-alive of the
+// etcd lease id, answered with kaTTL (0: etcd has no such lease) or kaErr,
+// and a linearizable read of t's key that returned kv, both sent for the
+// tenure t in the same round trip, prove (see "What a renewal proves, and
+// why it reads" in the package documentation). The keep-alive alone
+// proves nothing about the key; the read alone renews nothing.
+func judgeRenewal(t driver.Tenure, id clientv3.LeaseID, kv *mvccpb.KeyValue, kaTTL int64, kaErr error) renewal {
+	switch {
+	case !isIntact(kv, t):
+		return renewalLost
+	case kv.Lease != int64(id):
+		// Intact, on another lease: a Locker of the same owner moved it.
+		return renewalLookAgain
+	case kaErr != nil:
+		return renewalFailed
+	case kaTTL == 0:
+		// The lease ended after the read: the tenure expired, was
+		// released, or moved onto another lease. Look again.
+		return renewalLookAgain
+	}
+	return renewalDone
 }
 
 // kaResult is the answer to one keep-alive: the lease's granted TTL, 0
@@ -137,14 +171,15 @@ func result(ttls []int64, err error) kaResult {
 // tenure is intact, then keeps that lease alive.
 func (s *store) renewSlow(ctx context.Context, t driver.Tenure, ttl time.Duration, start time.Time) (driver.Tenure, bool, error) {
 	for range renewRetries {
-		id, ok, err := s.leaseOf(ctx, t)
+		kv, err := s.readIntact(ctx, t)
 		if err != nil {
 			return driver.Tenure{}, false, err
 		}
-		if !ok {
+		if kv == nil {
 			s.dispose(ctx, s.ledger.gone(t)...)
 			return driver.Tenure{}, false, nil
 		}
+		id := clientv3.LeaseID(kv.Lease)
 		if sole, err := s.soleOn(ctx, t, id); err != nil {
 			return driver.Tenure{}, false, err
 		} else if !sole {
@@ -157,10 +192,10 @@ func (s *store) renewSlow(ctx context.Context, t driver.Tenure, ttl time.Duratio
 		}
 		k := s.keepAliveOne(ctx, id)
 		s.ledger.keepAliveDone(id, k.err == nil)
-		if k.err != nil {
+		switch judgeRenewal(t, id, kv, k.ttl, k.err) {
+		case renewalFailed:
 			return driver.Tenure{}, false, k.err
-		}
-		if k.ttl == 0 {
+		case renewalLookAgain:
 			// The etcd lease ended after the read: it expired (etcd
 			// answers once the key is deleted), the tenure was released,
 			// or a concurrent re-entrant Acquire or Renew moved the
@@ -179,21 +214,21 @@ func (s *store) renewSlow(ctx context.Context, t driver.Tenure, ttl time.Duratio
 	return s.move(ctx, t, ttl, start, clientv3.NoLease)
 }
 
-// leaseOf returns the etcd lease of the tenure t, with ok false if the
-// tenure is not intact. The transaction only reads.
-func (s *store) leaseOf(ctx context.Context, t driver.Tenure) (id clientv3.LeaseID, ok bool, err error) {
+// readIntact returns the key of the tenure t as read, with its etcd
+// lease, or nil if the tenure is not intact. The transaction only reads.
+func (s *store) readIntact(ctx context.Context, t driver.Tenure) (*mvccpb.KeyValue, error) {
 	r, err := s.client.Txn(ctx).If(s.intact(t)...).Then(clientv3.OpGet(s.key(t.Name))).Commit()
 	if err != nil {
-		return clientv3.NoLease, false, err
+		return nil, err
 	}
 	if !r.Succeeded {
-		return clientv3.NoLease, false, nil
+		return nil, nil
 	}
 	kvs := r.Responses[0].GetResponseRange().GetKvs()
 	if len(kvs) == 0 {
-		return clientv3.NoLease, false, errors.New("etcd returned no value for an existing key")
+		return nil, errors.New("etcd returned no value for an existing key")
 	}
-	return clientv3.LeaseID(kvs[0].Lease), true, nil
+	return kvs[0], nil
 }
 
 // moveRetries is how many times move tries again when the tenure turns
