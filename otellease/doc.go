@@ -7,10 +7,11 @@
 //	locker, err := otellease.Wrap(store, otellease.WithBackend("postgres"))
 //
 // The wrapper passes every call through unchanged (same arguments, same
-// results, same errors) and records it on the way out. It implements the
-// optional interfaces lease.Lister, lease.ForceReleaser,
-// driver.Watcher, and the method RenewBatch (driver.Locker's, which
-// lease.Run renews through), exactly when the wrapped Locker does.
+// results, same errors) and records it on the way out. It is one type
+// whatever it wraps, with the optional methods of this module's Lockers
+// (List, ForceRelease, Watch, RenewBatch), each passed on to the wrapped
+// Locker's; lease.Can on the wrapper answers as on the wrapped Locker, so
+// ask it, not a type assertion, what the wrapper can do.
 // Without WithMeterProvider and WithTracerProvider it uses the global
 // providers of go.opentelemetry.io/otel, which record nothing until
 // the program installs an SDK with otel.SetMeterProvider and

@@ -85,8 +85,10 @@ func WithHashedNames() Option {
 
 // Wrap returns a Locker that calls l and records each call as metrics and
 // a span (see the package documentation). It implements lease.Lister,
-// lease.ForceReleaser and driver.Watcher, and has RenewBatch, exactly when
-// l does. lease.Run's waiting (WithWait, WithFairWait) works over it as
+// lease.ForceReleaser and driver.Watcher and has RenewBatch, whatever l
+// is; each passes the call on to l's, or fails with an error matching
+// errors.ErrUnsupported when l has not got it (RenewBatch renews through
+// Renew then), and lease.Can on it answers as on l. lease.Run's waiting (WithWait, WithFairWait) works over it as
 // over l, since it goes through Acquire, which the wrapper records and
 // passes on. It has an Unwrap method that returns l:
 //
@@ -124,7 +126,7 @@ func Wrap(l lease.Locker, opts ...Option) (lease.Locker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("otellease: Wrap: %w", err)
 	}
-	return wrapperFor(l, c), nil
+	return wrapper{c}, nil
 }
 
 // backendOf names l's backend by its Backend method (every backend built

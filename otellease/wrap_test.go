@@ -16,7 +16,7 @@ import (
 	"github.com/leasekit/lease/otellease"
 )
 
-// The optional methods of the fakes (fakes_gen_test.go, one for each
+// The optional methods of the fakes (fakes_test.go, one for each
 // combination of the optional interfaces) say that they were reached.
 var (
 	errListReached  = errors.New("fake List reached")
@@ -65,46 +65,79 @@ func interfaces(l lease.Locker) (bits int) {
 	return bits
 }
 
-// The wrapper has an optional interface exactly when the wrapped Locker
-// does, and its methods reach the wrapped Locker's.
-func TestWrapperKeepsOptionalInterfaces(t *testing.T) {
+// canOf is what lease.Can says l can do, in the bits of interfaces.
+func canOf(l lease.Locker) (bits int) {
+	for i, can := range []bool{lease.Can[lease.Lister](l), lease.Can[lease.ForceReleaser](l), lease.Can[batchtest.Batcher](l), lease.Can[driver.Watcher](l)} {
+		if can {
+			bits |= 1 << i
+		}
+	}
+	return bits
+}
+
+// cannotWatch has Watch but, as a Redis Ring's Locker or a SQLite one,
+// says through Can that it cannot watch.
+type cannotWatch struct{ fakeW }
+
+func (cannotWatch) Can(p any) bool {
+	_, watch := p.(*driver.Watcher)
+	return !watch
+}
+
+// The wrapper is one type whatever it wraps: lease.Can on it answers as
+// on the wrapped Locker (and yes to RenewBatch, which it can always do,
+// through Renew if need be); each optional method reaches the wrapped
+// Locker's, or fails with an error matching errors.ErrUnsupported that
+// names the method when the wrapped Locker has not got it.
+func TestWrapperTellsWhatTheWrappedLockerCan(t *testing.T) {
 	r := newRig(t)
 	ctx := t.Context()
+	reaches := func(t *testing.T, inner lease.Locker, method string, has bool, err, reached error) {
+		t.Helper()
+		switch {
+		case has && !errors.Is(err, reached):
+			t.Errorf("Wrap(%T).%s: %v, want the wrapped Locker's %s", inner, method, err, method)
+		case !has && (!errors.Is(err, errors.ErrUnsupported) || !strings.Contains(err.Error(), method)):
+			t.Errorf("Wrap(%T).%s: %v, want an error matching errors.ErrUnsupported that names %s", inner, method, err, method)
+		}
+	}
 	for bits, inner := range fakes {
 		if got := interfaces(inner); got != bits {
 			t.Fatalf("fake %d (%T) has interfaces %04b, want %04b", bits, inner, got, bits)
 		}
+		if got := canOf(inner); got != bits {
+			t.Fatalf("lease.Can on fake %d (%T) says %04b, want %04b", bits, inner, got, bits)
+		}
 		w := r.wrap(t, inner)
-		if got := interfaces(w); got != bits {
-			t.Errorf("Wrap(%T) has interfaces %04b, want %04b", inner, got, bits)
+		if got, want := canOf(w), bits|4; got != want {
+			t.Errorf("lease.Can on Wrap(%T) says %04b, want %04b", inner, got, want)
 		}
 		if u := w.(interface{ Unwrap() lease.Locker }).Unwrap(); u != inner {
 			t.Errorf("Wrap(%T).Unwrap() = %T, want the wrapped Locker", inner, u)
 		}
-		if l, ok := w.(lease.Lister); ok {
-			if _, err := l.List(ctx, ""); !errors.Is(err, errListReached) {
-				t.Errorf("Wrap(%T).List: %v", inner, err)
-			}
-		}
-		if f, ok := w.(lease.ForceReleaser); ok {
-			if _, err := f.ForceRelease(ctx, "x"); !errors.Is(err, errForceReached) {
-				t.Errorf("Wrap(%T).ForceRelease: %v", inner, err)
-			}
-		}
-		if b, ok := w.(batchtest.Batcher); ok {
-			if res := batchtest.RenewBatch(ctx, b, make([]batchtest.Req, 2)); len(res) != 2 || !errors.Is(res[1].Err, errBatchReached) {
-				t.Errorf("Wrap(%T).RenewBatch: %v", inner, res)
-			}
-		}
-		if wt, ok := w.(driver.Watcher); ok {
-			if _, err := wt.Watch(ctx, "x"); !errors.Is(err, errWatchReached) {
-				t.Errorf("Wrap(%T).Watch: %v", inner, err)
-			}
+		_, err := w.(lease.Lister).List(ctx, "")
+		reaches(t, inner, "List", bits&1 != 0, err, errListReached)
+		_, err = w.(lease.ForceReleaser).ForceRelease(ctx, "x")
+		reaches(t, inner, "ForceRelease", bits&2 != 0, err, errForceReached)
+		_, err = w.(driver.Watcher).Watch(ctx, "x")
+		reaches(t, inner, "Watch", bits&8 != 0, err, errWatchReached)
+		res := batchtest.RenewBatch(ctx, w.(batchtest.Batcher), make([]batchtest.Req, 2))
+		switch {
+		case len(res) != 2:
+			t.Errorf("Wrap(%T).RenewBatch of 2 gave %d results", inner, len(res))
+		case bits&4 != 0 && !errors.Is(res[1].Err, errBatchReached):
+			t.Errorf("Wrap(%T).RenewBatch: %v, want the wrapped Locker's RenewBatch", inner, res[1].Err)
+		case bits&4 == 0 && (res[1].Err == nil || !strings.Contains(res[1].Err.Error(), "fake store down")):
+			t.Errorf("Wrap(%T).RenewBatch: %v, want the wrapped Locker's Renew (the fake store is down)", inner, res[1].Err)
 		}
 	}
-	// The backends' Lockers have all four.
-	if got := interfaces(r.wrap(t, memory.New())); got != 15 {
-		t.Errorf("a wrapped memory Locker has interfaces %04b, want all four", got)
+	// A Locker that has Watch but cannot watch: the wrapper says so too.
+	if lease.Can[driver.Watcher](r.wrap(t, cannotWatch{fakeW{lockerOnly: only}})) {
+		t.Error("lease.Can[driver.Watcher] is true on the wrapper of a Locker that says it cannot watch")
+	}
+	// The backends' Lockers can do all four.
+	if got := canOf(r.wrap(t, memory.New())); got != 15 {
+		t.Errorf("lease.Can on a wrapped memory Locker says %04b, want all four", got)
 	}
 }
 

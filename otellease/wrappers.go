@@ -2,87 +2,133 @@ package otellease
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"sync"
 	"time"
 
 	"github.com/leasekit/lease"
 	"github.com/leasekit/lease/driver"
 )
 
-//go:generate go test -run TestGeneratedFilesAreCurrent -update
-
-// A wrapper implements an optional interface exactly when the Locker it
-// wraps does, so that a type assertion on the wrapper answers as one on
-// the Locker would. The optional interfaces a wrapper keeps are
-// lease.Lister, lease.ForceReleaser, driver.Watcher, and RenewBatch
-// (driver.Locker's, which lease.Run renews through).
+// wrapper is the Locker that Wrap returns, one type whatever it wraps,
+// as driver.Locker is one type whatever its store: *core (lease.Locker,
+// Unwrap, Shared) and every optional method of this module's Lockers.
+// Each passes the call, recorded, to the wrapped Locker's method, or
+// fails with an error matching errors.ErrUnsupported that names the
+// method and the wrapped Locker's type when that Locker has not got it;
+// RenewBatch renews through Renew, a few at a time, when the wrapped
+// Locker has no RenewBatch of its own. Can says which work: as lease.Can
+// on the wrapped Locker would. So lease.Can, not a type assertion, is how
+// to ask a wrapper what it can do, as for every Locker of this module.
 //
-// Waiting needs none of them and no method of the wrapper's: lease.Run
-// passes a waiter's place in the line in the context of Acquire, and the
-// wrapper passes that context on to the wrapped Locker's Acquire, which
-// takes charge of the wait. So a wrapped Locker keeps its woken and fair
-// waiting (WithWait, WithFairWait), and every attempt of it is recorded,
-// because it is an Acquire.
-//
-// Each optional interface's method lives in a small type of its own
-// below; the wrapper types in wrappers_gen.go embed *core (lease.Locker
-// and Unwrap) and one of these for each interface the wrapped Locker has:
-// one type per combination of the four, named by their initials (L
-// Lister, F ForceReleaser, B RenewBatch, W Watcher). gen_test.go writes
-// that file.
+// Waiting needs no method of the wrapper's: lease.Run passes a waiter's
+// place in the line in the context of Acquire, and the wrapper passes
+// that context on to the wrapped Locker's Acquire, which takes charge of
+// the wait. So a wrapped Locker keeps its woken and fair waiting
+// (WithWait, WithFairWait), and every attempt of it is recorded, because
+// it is an Acquire.
+type wrapper struct{ *core }
 
-type lister struct{ c *core }
-
-// List implements lease.Lister.
-func (m lister) List(ctx context.Context, prefix string) ([]lease.Lease, error) {
-	return m.c.list(ctx, prefix)
-}
-
-type forceReleaser struct{ c *core }
-
-// ForceRelease implements lease.ForceReleaser.
-func (m forceReleaser) ForceRelease(ctx context.Context, name string) (lease.Lease, error) {
-	return m.c.forceRelease(ctx, name)
-}
-
-type batchRenewer struct{ c *core }
-
-// RenewBatch renews leases[i] for ttls[i] through the wrapped Locker's
-// RenewBatch (see driver.Locker.RenewBatch), traced as one call.
-func (m batchRenewer) RenewBatch(ctx context.Context, leases []lease.Lease, ttls []time.Duration) ([]lease.Lease, []error) {
-	return m.c.renewBatch(ctx, leases, ttls)
-}
-
-type waiter struct{ c *core }
-
-// Watch implements driver.Watcher.
-func (m waiter) Watch(ctx context.Context, name string) (driver.Watch, error) {
-	return m.c.watch(ctx, name)
-}
-
-// The bits of a combination, which index wrappers.
-const (
-	hasLister = 1 << iota
-	hasForceReleaser
-	hasBatchRenewer
-	hasWaiter
-	numCombinations = 1 << iota
+var (
+	_ lease.Lister        = wrapper{}
+	_ lease.ForceReleaser = wrapper{}
+	_ driver.Watcher      = wrapper{}
+	_ batcher             = wrapper{}
 )
 
-// wrapperFor returns c in the wrapper type that has the optional
-// interfaces l has.
-func wrapperFor(l lease.Locker, c *core) lease.Locker {
-	bits := 0
-	if _, ok := l.(lease.Lister); ok {
-		bits |= hasLister
+// fallbackRenewals bounds the Renew calls that RenewBatch makes at once
+// for a wrapped Locker without RenewBatch.
+const fallbackRenewals = 8
+
+// unsupported is the error of an optional method that the wrapped Locker
+// has not got.
+func (w wrapper) unsupported(method string) error {
+	return fmt.Errorf("otellease: %s: the wrapped %T has no %s: %w", method, w.l, method, errors.ErrUnsupported)
+}
+
+// List implements lease.Lister through the wrapped Locker's List.
+func (w wrapper) List(ctx context.Context, prefix string) ([]lease.Lease, error) {
+	if _, ok := w.l.(lease.Lister); !ok {
+		return nil, w.unsupported("List")
 	}
-	if _, ok := l.(lease.ForceReleaser); ok {
-		bits |= hasForceReleaser
+	return w.list(ctx, prefix)
+}
+
+// ForceRelease implements lease.ForceReleaser through the wrapped
+// Locker's ForceRelease.
+func (w wrapper) ForceRelease(ctx context.Context, name string) (lease.Lease, error) {
+	if _, ok := w.l.(lease.ForceReleaser); !ok {
+		return lease.Lease{}, w.unsupported("ForceRelease")
 	}
-	if _, ok := l.(batcher); ok {
-		bits |= hasBatchRenewer
+	return w.forceRelease(ctx, name)
+}
+
+// Watch implements driver.Watcher through the wrapped Locker's Watch.
+func (w wrapper) Watch(ctx context.Context, name string) (driver.Watch, error) {
+	if _, ok := w.l.(driver.Watcher); !ok {
+		return nil, w.unsupported("Watch")
 	}
-	if _, ok := l.(driver.Watcher); ok {
-		bits |= hasWaiter
+	return w.watch(ctx, name)
+}
+
+// RenewBatch renews leases[i] for ttls[i], as driver.Locker.RenewBatch
+// does: through the wrapped Locker's RenewBatch, recorded as one call,
+// when it has one, and otherwise through Renew (each recorded as a
+// Renew), a few at a time. lease.Run renews through it.
+func (w wrapper) RenewBatch(ctx context.Context, leases []lease.Lease, ttls []time.Duration) ([]lease.Lease, []error) {
+	if _, ok := w.l.(batcher); ok {
+		return w.renewBatch(ctx, leases, ttls)
 	}
-	return wrappers[bits](c)
+	out, errs := make([]lease.Lease, len(leases)), make([]error, len(leases))
+	if len(ttls) != len(leases) {
+		err := fmt.Errorf("otellease: RenewBatch: %w: %d ttls for %d leases", lease.ErrInvalid, len(ttls), len(leases))
+		for i := range errs {
+			errs[i] = err
+		}
+		return out, errs
+	}
+	sem := make(chan struct{}, fallbackRenewals)
+	var wg sync.WaitGroup
+	for i := range leases {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			out[i], errs[i] = w.Renew(ctx, leases[i], ttls[i])
+		})
+	}
+	wg.Wait()
+	return out, errs
+}
+
+// alwaysWorks is what a wrapper can always do, whatever it wraps.
+type alwaysWorks interface {
+	lease.Locker
+	batcher
+	Unwrap() lease.Locker
+	Shared(key any, make func() any) any
+}
+
+// Can answers lease.Can for the wrapper (p is a nil pointer to an
+// interface): yes to an interface whose methods the wrapper always makes
+// work (lease.Locker's and RenewBatch), and otherwise as lease.Can on the
+// wrapped Locker would, so that the wrapper tells the truth about the
+// store behind it.
+func (w wrapper) Can(p any) bool {
+	t := reflect.TypeOf(p)
+	if t == nil || t.Kind() != reflect.Pointer || t.Elem().Kind() != reflect.Interface {
+		return false
+	}
+	it := t.Elem()
+	if reflect.TypeFor[alwaysWorks]().Implements(it) {
+		return true
+	}
+	if !reflect.TypeOf(w.l).Implements(it) {
+		return false
+	}
+	if c, ok := w.l.(interface{ Can(p any) bool }); ok {
+		return c.Can(p)
+	}
+	return true
 }
