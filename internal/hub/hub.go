@@ -1,32 +1,33 @@
-// Package hub is the subscription hub that the stores which notify (etcd,
-// Redis, PostgreSQL) share: a Locker's registry of subscriptions, one per
-// key it watches, each with the Watches on it, and the rules by which
-// they join, leave, linger and wake. A store keeps only its transport:
-// how to put a subscription on its connection and take it off, how to
-// read events and how to reconnect (see Transport).
+// Package hub keeps, for every store that notifies (etcd, Redis,
+// PostgreSQL), this invariant: every Watch of a Locker belongs to exactly
+// one subscription, its key's, and a subscription is in the Locker's
+// registry exactly while its transport may hold it on the connection; a
+// Watch returns only once its subscription is in place (Ready), and from
+// then until it stops every event that may have freed the name wakes it,
+// except, for a turn Watch, one that chose another waiter: an event that
+// names a chosen waiter wakes that waiter's turn Watches and every plain
+// Watch; one that names nobody, a lost connection, a subscription put in
+// place again after a loss, and Close wake every Watch. A subscription
+// whose last Watch stopped lingers (Limits.Linger; at most
+// Limits.MaxIdle of them, the one idle longest going first), so that the
+// next Watch of its key costs nothing; then the transport takes it off
+// its connection (Transport.Unsubscribe), and a Watch that comes before
+// the transport is done (Sub.Forget) revives it (Transport.Subscribe).
+// Stop is safe to call more than once, and the end of the Watch's
+// context stops it too.
 //
-// The invariant. Every Watch belongs to exactly one subscription, its
-// key's, and a subscription is in the registry exactly while its
-// transport may hold it on the connection; a Watch returns from
-// Hub.Watch only once its subscription is in place (Ready), and from
-// then until Stop every event the transport reports that may have freed
-// the name wakes it, except a choice that names another waiter's turn
-// when it is a turn Watch: an event that names a chosen waiter wakes that
-// waiter's turn Watches and every plain Watch, one that names nobody, a
-// lost connection, a subscription put in place again after a loss, and
-// Close wake every Watch. A subscription whose last Watch stopped lingers
-// (Limits.Linger, at most Limits.MaxIdle of them, the one idle longest
-// going first), so that the next Watch of its key costs nothing; then the
-// transport takes it off its connection (Transport.Unsubscribe), and a
-// Watch that comes before the transport is done (Sub.Forget) revives it
-// through Transport.Subscribe. Stop is safe to call more than once, and
-// the end of the Watch's context stops it too.
+// The hub is the part that was the same in the three stores: the
+// registry (key -> subscription -> Watches, plain and turn by waiter),
+// joining and leaving, lingering and its bound, the waking rules, and
+// Close. A store keeps only its transport: how to put a subscription on
+// its connection and take it off, how to read events and how to
+// reconnect (see Transport).
 //
 // Locking. A Hub has one mutex (Lock, Unlock), which guards the registry,
-// every Sub and its State. The methods of Sub, and Lost and Get, expect
-// the caller to hold it; Transport's methods are called with it held and
-// must not wait long. Hub.Watch, Close, SetLimits and Lingering take it
-// themselves.
+// every Sub and its State. The methods of Sub, and Lost, Get, Each and
+// Closed, expect the caller to hold it; Transport's methods are called
+// with it held and must not wait long. Watch, Close, SetLimits, Has and
+// Lingering take it themselves.
 package hub
 
 import (
@@ -395,9 +396,6 @@ func (s *Sub[T]) Ready() {
 	}
 }
 
-// IsReady reports whether s is in place.
-func (s *Sub[T]) IsReady() bool { return !s.open }
-
 // Fail says s could not be put in place, for err: it leaves the
 // registry, and the Watches waiting for it fail with err.
 func (s *Sub[T]) Fail(err error) {
@@ -412,9 +410,6 @@ func (s *Sub[T]) Fail(err error) {
 // Going reports whether s was handed to Unsubscribe and no Watch revived
 // it since.
 func (s *Sub[T]) Going() bool { return s.going }
-
-// Watched reports whether a Watch is on s.
-func (s *Sub[T]) Watched() bool { return len(s.watches) > 0 }
 
 // Forget says the transport took s off its connection: s leaves the
 // registry, unless a Watch revived it meanwhile (then it reports false,
