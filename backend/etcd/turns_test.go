@@ -768,3 +768,42 @@ func TestMarkLifeIsTheCalls(t *testing.T) {
 		t.Fatalf("a's mark after it asked with life 9s is on an etcd lease of %ds, want 9s", g)
 	}
 }
+
+// TestReleaseNamesTheChoice: a Release with waiters in line names the
+// waiter it chose in a put of the pass key, so the waiting Lockers read
+// nothing: the chosen one's turn Watch wakes, the other's does not, and
+// neither sends a Range; the releasing Locker sends the Release's Txn
+// and the put. (A deletion that names nobody, as an expiry, is read:
+// TestTurnWakesOnlyTheOldestMark, TestTurnChoiceIsOneDecision.)
+func TestReleaseNamesTheChoice(t *testing.T) {
+	t.Parallel()
+	ls, wires := turnLockers(t, 3)
+	holder, a, b := ls[0], ls[1], ls[2]
+	ctx := t.Context()
+	name := uniqueName("named")
+	wA, wB := turnWatch(t, a, name, "waiter-a"), turnWatch(t, b, name, "waiter-b")
+	held, err := holder.Acquire(ctx, name, "holder", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait(t, a, name, "owner-a", "waiter-a", false)
+	wait(t, b, name, "owner-b", "waiter-b", false)
+	drain(wA.Changed())
+	drain(wB.Changed())
+	for _, w := range wires {
+		w.take()
+	}
+	if err := holder.Release(ctx, held); err != nil {
+		t.Fatal(err)
+	}
+	wakeWithin(t, wA.Changed(), 5*time.Second, "a's turn Watch (the oldest mark) at the Release")
+	quietFor(t, wB.Changed(), turnQuiet, "b's turn Watch at the Release")
+	for i, w := range wires[1:] {
+		if m, _ := w.take(); w.count(m, "Range") != 0 {
+			t.Fatalf("waiting Locker %d sent %v at a Release that named its choice, want no Range", i, m)
+		}
+	}
+	if m, _ := wires[0].take(); wires[0].count(m, "Txn") != 1 || wires[0].count(m, "Put") != 1 {
+		t.Fatalf("the releasing Locker sent %v, want one Txn and one Put", m)
+	}
+}

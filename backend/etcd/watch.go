@@ -255,6 +255,45 @@ func (s *store) chosen(ctx context.Context, marks string, rev int64) (waiter str
 // again.
 const watchRetry = time.Second
 
+// choiceGrace is how long a Locker with a turn Watch waits, after a
+// deletion of the name's key, for the put of the pass key by which the
+// releasing Locker names the waiter it chose (see nameChoice), before it
+// reads the choice itself (chosen).
+const choiceGrace = 300 * time.Millisecond
+
+// maxChoices bounds the choices a subscription keeps that came before
+// their deletion.
+const maxChoices = 8
+
+// choices are a subscription's releases whose choice it has not acted on
+// yet: the deletions of the name's key seen before their choice (by the
+// revision, when to read the choice instead), and the choices seen before
+// their deletion. Only the subscription's goroutine uses them.
+type choices struct {
+	awaiting map[int64]time.Time
+	named    map[int64]string
+	timer    *time.Timer
+	c        <-chan time.Time
+}
+
+// rearm sets the timer for the earliest deletion awaiting its choice.
+func (c *choices) rearm() {
+	if c.timer != nil {
+		c.timer.Stop()
+		c.timer, c.c = nil, nil
+	}
+	var first time.Time
+	for _, at := range c.awaiting {
+		if first.IsZero() || at.Before(first) {
+			first = at
+		}
+	}
+	if !first.IsZero() {
+		c.timer = time.NewTimer(time.Until(first))
+		c.c = c.timer.C
+	}
+}
+
 // follow turns the events of chs, the etcd watches of sb's key and pass
 // key (whose context acancel cancels), into wake-ups until ctx ends (the
 // subscription went, or the Locker closed); it sets the watches up again
@@ -266,6 +305,12 @@ const watchRetry = time.Second
 // events does not matter.
 func (s *store) follow(ctx context.Context, cw clientv3.Watcher, sb *sub, created int64, acancel context.CancelFunc, chs [2]clientv3.WatchChan) {
 	defer func() { acancel() }()
+	var ch choices
+	defer func() {
+		if ch.timer != nil {
+			ch.timer.Stop()
+		}
+	}()
 	backoff := time.Duration(0)
 	for {
 		var resp clientv3.WatchResponse
@@ -273,6 +318,9 @@ func (s *store) follow(ctx context.Context, cw clientv3.Watcher, sb *sub, create
 		select {
 		case <-ctx.Done():
 			return
+		case <-ch.c:
+			s.decideLate(ctx, sb, &ch)
+			continue
 		case resp, ok = <-chs[0]:
 		case resp, ok = <-chs[1]:
 			pass = true
@@ -285,7 +333,7 @@ func (s *store) follow(ctx context.Context, cw clientv3.Watcher, sb *sub, create
 				backoff = 0
 			}
 			for _, ev := range resp.Events {
-				s.apply(ctx, sb, &created, ev, pass)
+				s.apply(ctx, sb, &created, &ch, ev, pass)
 			}
 			continue
 		}
@@ -294,6 +342,8 @@ func (s *store) follow(ctx context.Context, cw clientv3.Watcher, sb *sub, create
 		// again once the new watches are in place. A watch that keeps
 		// ending before any event is set up again ever more slowly.
 		acancel()
+		ch.awaiting, ch.named = nil, nil
+		ch.rearm()
 		s.watches.wake(sb, true, true, "")
 		for {
 			if backoff > 0 {
@@ -325,31 +375,91 @@ func (s *store) follow(ctx context.Context, cw clientv3.Watcher, sb *sub, create
 // tenure last seen on the key (0: none), up to date.
 //
 // A deletion of the key (a Release, a ForceRelease, an expiry) wakes the
-// plain Watches, and the turn Watches that chosen names for its
-// revision; a put of the pass key (a StopWaiting that passed the turn
-// on) wakes the turn Watches that chosen names for its revision, and no
-// plain Watch. A put of the key that shows another tenure than the one
-// last seen, whose end went unseen, wakes every Watch. The read of the
-// choice is made only when a turn Watch is there to be chosen; a read
-// that fails wakes every turn Watch: a wake-up more, never one missed.
-func (s *store) apply(ctx context.Context, sb *sub, created *int64, ev *clientv3.Event, pass bool) {
+// plain Watches at once, and the turn Watches of the waiter chosen at its
+// revision: named by the releasing Locker's put of the pass key (before
+// or after the deletion reaches this Locker), or, past choiceGrace
+// without one, read (chosen). A put of the pass key by a StopWaiting that
+// passed the turn on wakes the turn Watches that chosen names for its
+// revision, and no plain Watch. A put of the key that shows another
+// tenure than the one last seen, whose end went unseen, wakes every
+// Watch. The choice is awaited or read only when a turn Watch is there to
+// be chosen; a read that fails wakes every turn Watch: a wake-up more,
+// never one missed.
+func (s *store) apply(ctx context.Context, sb *sub, created *int64, ch *choices, ev *clientv3.Event, pass bool) {
 	switch {
-	case pass || ev.Type == mvccpb.DELETE:
-		if !pass {
-			// The next Acquire need not read first.
-			s.busy.free(sb.Key)
-			*created = 0
+	case pass:
+		if rev, waiter, ok := releaseChoice(ev.Kv.Value); ok {
+			if _, awaited := ch.awaiting[rev]; awaited {
+				delete(ch.awaiting, rev)
+				ch.rearm()
+				s.watches.wake(sb, false, false, waiter)
+				return
+			}
+			if ch.named == nil {
+				ch.named = map[int64]string{}
+			}
+			ch.named[rev] = waiter
+			for len(ch.named) > maxChoices {
+				delete(ch.named, minKey(ch.named))
+			}
+			return
 		}
 		if !s.watches.hasTurn(sb) {
-			s.watches.wake(sb, !pass, false, "")
 			return
 		}
 		waiter, ok, err := s.chosen(ctx, sb.State.marks, ev.Kv.ModRevision)
-		s.watches.wake(sb, !pass, err != nil || !ok, waiter)
+		s.watches.wake(sb, false, err != nil || !ok, waiter)
+	case ev.Type == mvccpb.DELETE:
+		// The next Acquire need not read first.
+		s.busy.free(sb.Key)
+		*created = 0
+		rev := ev.Kv.ModRevision
+		waiter, named := ch.named[rev]
+		delete(ch.named, rev)
+		switch {
+		case !s.watches.hasTurn(sb):
+			s.watches.wake(sb, true, false, "")
+		case named:
+			s.watches.wake(sb, true, false, waiter)
+		default:
+			s.watches.wake(sb, true, false, "")
+			if ch.awaiting == nil {
+				ch.awaiting = map[int64]time.Time{}
+			}
+			ch.awaiting[rev] = time.Now().Add(choiceGrace)
+			ch.rearm()
+		}
 	case ev.Kv.CreateRevision != *created:
 		if *created != 0 {
 			s.watches.wake(sb, true, true, "")
 		}
 		*created = ev.Kv.CreateRevision
 	}
+}
+
+// decideLate reads the choice of the deletions whose grace for a named
+// choice passed, and wakes the turn Watches it names.
+func (s *store) decideLate(ctx context.Context, sb *sub, ch *choices) {
+	now := time.Now()
+	for rev, at := range ch.awaiting {
+		if at.After(now) {
+			continue
+		}
+		delete(ch.awaiting, rev)
+		waiter, ok, err := s.chosen(ctx, sb.State.marks, rev)
+		s.watches.wake(sb, false, err != nil || !ok, waiter)
+	}
+	ch.rearm()
+}
+
+// minKey is the smallest key of m.
+func minKey(m map[int64]string) int64 {
+	first := true
+	var k int64
+	for r := range m {
+		if first || r < k {
+			k, first = r, false
+		}
+	}
+	return k
 }
