@@ -40,10 +40,12 @@
 // revision among the marks at R, and every turn Watch wakes when there is
 // none; a fair AcquireOrWait takes a free name only when a comparison in
 // its own transaction finds its mark first, or the line empty. Every
-// release's choice is made in one place, chosen (watch.go), which reads
-// the first mark as of R (a Range at revision R, sorted by create
-// revision, limit 1), so every Locker that watches the name decides the
-// same by construction; and every comparison that finds a mark first is
+// release's choice is the first mark as of R (sorted by create revision,
+// limit 1): read by the Release's own transaction, which then names it
+// to the watching Lockers (nameChoice, turns.go), or, for a deletion that
+// names nobody (an expiry, a ForceRelease), read at revision R by each of
+// them (chosen, watch.go), so every Locker that watches the name decides
+// the same by construction; and every comparison that finds a mark first is
 // made in one place, firstInLine (turns.go), which the fair acquisition
 // and StopWaiting's pass share.
 //
@@ -486,25 +488,23 @@
 // or, with Keep (other callers of the Locker still wait), puts it anew
 // under another seq, at the back of the line.
 //
-// etcd runs no logic at a release, so Release, ForceRelease and expiry
-// are unchanged, and the choice is made by the waiters, each from etcd's
-// state at the release (see "The line invariant"): each Locker's
-// subscription to a name watches its key, and when the key is deleted at
-// revision R and a turn Watch is there to be chosen, it reads the first
-// mark as of R, and wakes that mark's waiter's turn Watches, or every
-// turn Watch when there is none; plain Watches wake at every release. A
-// read that fails (R compacted, the cluster gone) wakes every turn Watch:
-// a wake-up more, never one lost. This costs each waiting Locker one
-// Range per release, and the alternatives cost more or are not right: a
-// Locker's own watch of the marks is complete up to R only once an event
-// past R reached it, which at a release is rare (etcd sends nothing to a
-// watch whose keys did not change), so proving it would take a progress
-// request, a round trip too, and keeping the view costs a watch and
-// bookkeeping on every Locker; the previous design decided from that view
-// and two Lockers could wake different waiters for one release
-// (TestTurnChoiceIsOneDecision). The releasing side cannot name the
-// waiter either: an expiry has none, and a Release's transaction cannot
-// write a choice it reads in the same transaction.
+// etcd runs no logic at a release, so the choice is the first mark as of
+// the release's revision R, which every Locker can read (see "The line
+// invariant"). A Release's transaction reads it after deleting the key,
+// and when there is one the releasing Locker names it in a put of the
+// name's pass key ("\xff<R> <waiter>", on the mark's etcd lease): one
+// request, where each waiting Locker reading the choice would cost one
+// Range each (TestReleaseNamesTheChoice). Each Locker's subscription to
+// a name watches its key: a deletion wakes the plain Watches at once,
+// and the turn Watches of the waiter the put names; without such a put
+// within choiceGrace (an expiry, a ForceRelease, a Release by an older
+// version, a put that failed) the Locker reads the first mark as of R
+// itself (chosen), which is the same decision. A read that fails (R
+// compacted, the cluster gone) wakes every turn Watch: a wake-up more,
+// never one lost. A Locker's own watch of the marks would not do: it is
+// complete up to R only once an event past R reached it; the previous
+// design decided from that view and two Lockers could wake different
+// waiters for one release (TestTurnChoiceIsOneDecision).
 //
 // StopWaiting is one transaction that deletes the mark and, when the name
 // is free and the mark is first (firstInLine), puts the name's pass key

@@ -135,6 +135,7 @@ func makeLocker(client *clientv3.Client, closeClient func() error, o options) *L
 	s.reads.s, s.reads.max = s, maxReadsInFlight
 	s.marks.max = maxMarks
 	s.writes.s, s.writes.batch = s, maxBatchWrites
+	s.watches.init(s)
 	s.keeper = newKeeper(client, life)
 	s.pool = newPool(s)
 	return &Locker{base: driver.NewLocker("etcd", s), s: s}

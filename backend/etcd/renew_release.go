@@ -315,7 +315,9 @@ func (s *store) move(ctx context.Context, t driver.Tenure, ttl time.Duration, st
 // can never delete a later tenure (etcd issue 22082); then the tenure's
 // etcd lease goes back to the pool or is revoked after the call returns,
 // as the ledger allows. If the tenure is not intact it changes nothing and
-// returns false.
+// returns false. The transaction also reads the first mark of the name's
+// line: when there is one, Release names its waiter to the Lockers that
+// watch the name (nameChoice, in turns.go).
 //
 // The transaction is sent once (it may share a transaction with
 // concurrent calls', see writer): etcd's client resends a transaction
@@ -325,7 +327,7 @@ func (s *store) move(ctx context.Context, t driver.Tenure, ttl time.Duration, st
 // report.
 func (s *store) Release(ctx context.Context, t driver.Tenure) (bool, error) {
 	key := s.key(t.Name)
-	resp, err := s.writes.txn(ctx, key, s.intact(t), []clientv3.Op{clientv3.OpDelete(key, clientv3.WithPrevKV())}, nil)
+	resp, err := s.writes.txn(ctx, key, s.intact(t), []clientv3.Op{clientv3.OpDelete(key, clientv3.WithPrevKV()), s.firstMark(t.Name)}, nil)
 	if err != nil {
 		// It may have been applied or not: the ledger still counts the
 		// tenure on its lease, which so stays unrevoked.
@@ -336,6 +338,7 @@ func (s *store) Release(ctx context.Context, t driver.Tenure) (bool, error) {
 		return false, nil
 	}
 	s.busy.free(t.Name)
+	s.nameChoice(ctx, t.Name, resp)
 	for _, prev := range resp.Responses[0].GetResponseDeleteRange().GetPrevKvs() {
 		// The key was the tenure's: back to the pool for the next
 		// Acquire (no LeaseRevoke now, no LeaseGrant then) or revoked,

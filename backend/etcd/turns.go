@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -45,18 +46,23 @@ var (
 //	          Locker knows it on another;) read the mark
 //	    (with Fair: read the first mark, for a free name's answer)
 //
-// The decision. Releases need no change: when the name's key is deleted
-// (a Release, a ForceRelease, or an expiry) at revision R, every Locker
-// with a turn Watch on the name reads the first mark as of R (chosen, in
-// watch.go: one Range at revision R) and wakes its waiter's turn Watches,
-// or every turn Watch when there is none. The choice is a function of
-// etcd's state at R, so every Locker makes the same, whatever order its
-// watches delivered their events in and whatever it has seen of the
-// marks; this costs a waiting Locker one Range per release, no more than
-// proving its own view of the marks complete up to R would (see the
-// package documentation). StopWaiting of the first mark while the name is
-// free puts the name's pass key in its transaction, and every Locker
-// judges that put the same way, at its revision: the next waiter wakes.
+// The decision. When the name's key is deleted at revision R, the turn
+// goes to the waiter of the first mark as of R, or to every turn Watch
+// when there is none: a function of etcd's state at R, so every Locker
+// makes the same choice, whatever order its watches delivered their
+// events in and whatever it has seen of the marks. A Release reads that
+// mark in the transaction that deletes the key (firstMark) and, when
+// there is one, names its waiter in a put of the name's pass key
+// (nameChoice: "\xff<R> <waiter>", on the mark's etcd lease): one
+// request of the releasing Locker instead of one Range per waiting
+// Locker. A Locker that sees the deletion but no such put within
+// choiceGrace (an expiry, a ForceRelease, a Release by an older version,
+// or a put that failed) reads the first mark as of R itself (chosen, in
+// watch.go: one Range at revision R), and so decides the same.
+// StopWaiting of the first mark while the name is free puts the name's
+// pass key with its own waiter ID in its transaction, and every Locker
+// judges that put the same way, by the first mark at its revision: the
+// next waiter wakes.
 
 // marksPrefix is the prefix of the marks of name.
 func (s *store) marksPrefix(name string) string {
@@ -71,6 +77,55 @@ const waitSep = "\xff"
 // StopWaiting passed the turn on (see StopWaiting).
 func (s *store) passKey(name string) string {
 	return s.prefix + waitSep + "p" + name
+}
+
+// choiceTag starts the value of a pass key put by a Release, which names
+// the chosen waiter ("\xff<R> <waiter>"); a waiter ID, the value that
+// StopWaiting puts, is printable ASCII and never starts with it.
+const choiceTag = "\xff"
+
+// firstMark is the read, in a release's transaction after the deletion of
+// the name's key, of the first mark of name then: the one created first.
+func (s *store) firstMark(name string) clientv3.Op {
+	return clientv3.OpGet(s.marksPrefix(name), clientv3.WithPrefix(), clientv3.WithKeysOnly(),
+		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(1))
+}
+
+// nameChoice tells the Lockers that watch name whom the release answered
+// by resp chose, when its transaction (with firstMark after the deletion)
+// found a mark: one put of the pass key naming the release's revision and
+// the mark's waiter, on the mark's etcd lease, so that it goes with the
+// mark. A put that fails costs each waiting Locker its own read (see
+// chosen).
+func (s *store) nameChoice(ctx context.Context, name string, resp *clientv3.TxnResponse) {
+	if len(resp.Responses) < 2 {
+		return
+	}
+	kvs := resp.Responses[1].GetResponseRange().GetKvs()
+	if len(kvs) == 0 {
+		return
+	}
+	marks := s.marksPrefix(name)
+	value := choiceTag + strconv.FormatInt(resp.Header.Revision, 10) + " " + markWaiter(string(kvs[0].Key), marks)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	_, _ = s.client.Put(ctx, s.passKey(name), value, clientv3.WithLease(clientv3.LeaseID(kvs[0].Lease)))
+}
+
+// releaseChoice parses the value of a pass key put by nameChoice: the
+// release's revision and the waiter it chose; ok is false for another
+// value (a StopWaiting's).
+func releaseChoice(value []byte) (rev int64, waiter string, ok bool) {
+	rest, tagged := strings.CutPrefix(string(value), choiceTag)
+	if !tagged {
+		return 0, "", false
+	}
+	r, waiter, found := strings.Cut(rest, " ")
+	rev, err := strconv.ParseInt(r, 10, 64)
+	if !found || err != nil {
+		return 0, "", false
+	}
+	return rev, waiter, true
 }
 
 // markBase is the prefix of waiter's mark on name: the mark is markBase

@@ -1,6 +1,7 @@
 package etcdlease
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
@@ -513,8 +514,7 @@ func TestWatchLingersAndIsReused(t *testing.T) {
 func TestLingeringIsBounded(t *testing.T) {
 	t.Parallel()
 	l, w := newLocker(t)
-	l.s.watches.maxIdle = 2
-	l.s.watches.linger = 500 * time.Millisecond
+	l.s.watches.SetLimits(500*time.Millisecond, 2, 2)
 	ctx := t.Context()
 	names := []string{uniqueName("bound"), uniqueName("bound"), uniqueName("bound")}
 	for _, name := range names {
@@ -524,20 +524,17 @@ func TestLingeringIsBounded(t *testing.T) {
 		}
 		x.Stop()
 	}
-	if n := l.s.watches.lingering(); n != 2 {
+	if n := l.s.watches.Lingering(); n != 2 {
 		t.Fatalf("%d subscriptions linger, want 2", n)
 	}
-	l.s.watches.mu.Lock()
-	_, first := l.s.watches.subs[names[0]]
-	l.s.watches.mu.Unlock()
-	if first {
+	if l.s.watches.Has(names[0]) {
 		t.Fatal("the subscription idle longest still lingers")
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for l.s.watches.lingering() > 0 && time.Now().Before(deadline) {
+	for l.s.watches.Lingering() > 0 && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 	}
-	if n := l.s.watches.lingering(); n != 0 {
+	if n := l.s.watches.Lingering(); n != 0 {
 		t.Fatalf("%d subscriptions still linger after the linger time", n)
 	}
 	w.take()
@@ -554,30 +551,27 @@ func TestLingeringIsBounded(t *testing.T) {
 // fakeFollow runs l's follow of name on channels of the test's, with a
 // turn Watch for each of waiters, until the test ends. It returns the
 // channel that stands for the name key's etcd watch, and the Watches.
+// Every subscription l makes from then on follows these channels.
 func fakeFollow(t *testing.T, l *Locker, name string, waiters ...string) (chan<- clientv3.WatchResponse, []*watch) {
 	t.Helper()
+	keys := make(chan clientv3.WatchResponse)
+	l.s.watches.Lock()
+	l.s.watches.run = func(ctx context.Context, cw clientv3.Watcher, sb *sub) {
+		l.s.watches.Lock()
+		sb.Ready()
+		l.s.watches.Unlock()
+		l.s.follow(ctx, cw, sb, 0, func() {}, [2]clientv3.WatchChan{keys, make(chan clientv3.WatchResponse)})
+	}
+	l.s.watches.Unlock()
 	var ws []*watch
 	for _, waiter := range waiters {
-		ws = append(ws, &watch{Signal: driver.NewSignal(), ws: &l.s.watches, turn: true, waiter: waiter})
+		w, err := l.s.watches.Watch(t.Context(), name, true, waiter)
+		if err != nil {
+			t.Fatalf("a turn Watch of %s: %v", waiter, err)
+		}
+		t.Cleanup(w.Stop)
+		ws = append(ws, w)
 	}
-	sb, cw, ctx, ok, err := l.s.watches.install(l.s.client, l.s.life, name, ws[0], func() *sub { return l.s.newSub(name) })
-	if err != nil || !ok {
-		t.Fatalf("install: %v, %v", ok, err)
-	}
-	l.s.watches.mu.Lock()
-	for _, w := range ws[1:] {
-		l.s.watches.add(sb, w)
-	}
-	l.s.watches.mu.Unlock()
-	keys := make(chan clientv3.WatchResponse)
-	done := make(chan struct{})
-	go func() {
-		defer l.s.watches.wg.Done()
-		defer close(done)
-		defer sb.cancel()
-		l.s.follow(ctx, cw, sb, 0, func() {}, [2]clientv3.WatchChan{keys, make(chan clientv3.WatchResponse)})
-	}()
-	t.Cleanup(func() { sb.cancel(); <-done })
 	return keys, ws
 }
 
@@ -772,5 +766,44 @@ func TestMarkLifeIsTheCalls(t *testing.T) {
 	}
 	if g := granted(again[0]); g != 9 {
 		t.Fatalf("a's mark after it asked with life 9s is on an etcd lease of %ds, want 9s", g)
+	}
+}
+
+// TestReleaseNamesTheChoice: a Release with waiters in line names the
+// waiter it chose in a put of the pass key, so the waiting Lockers read
+// nothing: the chosen one's turn Watch wakes, the other's does not, and
+// neither sends a Range; the releasing Locker sends the Release's Txn
+// and the put. (A deletion that names nobody, as an expiry, is read:
+// TestTurnWakesOnlyTheOldestMark, TestTurnChoiceIsOneDecision.)
+func TestReleaseNamesTheChoice(t *testing.T) {
+	t.Parallel()
+	ls, wires := turnLockers(t, 3)
+	holder, a, b := ls[0], ls[1], ls[2]
+	ctx := t.Context()
+	name := uniqueName("named")
+	wA, wB := turnWatch(t, a, name, "waiter-a"), turnWatch(t, b, name, "waiter-b")
+	held, err := holder.Acquire(ctx, name, "holder", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait(t, a, name, "owner-a", "waiter-a", false)
+	wait(t, b, name, "owner-b", "waiter-b", false)
+	drain(wA.Changed())
+	drain(wB.Changed())
+	for _, w := range wires {
+		w.take()
+	}
+	if err := holder.Release(ctx, held); err != nil {
+		t.Fatal(err)
+	}
+	wakeWithin(t, wA.Changed(), 5*time.Second, "a's turn Watch (the oldest mark) at the Release")
+	quietFor(t, wB.Changed(), turnQuiet, "b's turn Watch at the Release")
+	for i, w := range wires[1:] {
+		if m, _ := w.take(); w.count(m, "Range") != 0 {
+			t.Fatalf("waiting Locker %d sent %v at a Release that named its choice, want no Range", i, m)
+		}
+	}
+	if m, _ := wires[0].take(); wires[0].count(m, "Txn") != 1 || wires[0].count(m, "Put") != 1 {
+		t.Fatalf("the releasing Locker sent %v, want one Txn and one Put", m)
 	}
 }

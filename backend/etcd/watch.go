@@ -1,7 +1,6 @@
 package etcdlease
 
 import (
-	"container/list"
 	"context"
 	"errors"
 	"fmt"
@@ -9,8 +8,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/leasekit/lease"
 	"github.com/leasekit/lease/driver"
+	"github.com/leasekit/lease/internal/hub"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -21,29 +20,41 @@ var (
 	_ driver.Watcher = (*store)(nil)
 )
 
-// watches is the etcd side of a Locker's Watches: one clientv3.Watcher of
-// the Locker's own (closed by Close, never the caller's client's), on
-// which every etcd watch is put with a context carrying the same metadata
-// (only WithRequireLeader's), so that clientv3 multiplexes them all on one
-// gRPC Watch stream; and, per name, one subscription (sub) that every
-// Watch of the name on this Locker shares. A subscription whose last
-// Watch stopped lingers (see linger), so that a Watch that stops and the
-// next one on the same name cost no request. It also counts the
-// goroutines the subscriptions run, so that Close can wait for them.
+// watches is the etcd side of a Locker's Watches: the transport of its
+// subscription hub (internal/hub), which keeps, per name, one
+// subscription that every Watch of the name on this Locker shares, and
+// lets it linger after its last Watch stopped, so that a Watch that
+// stops and the next one on the same name cost no request. A
+// subscription is an etcd watch on the name's key and one on its pass
+// key (see turns.go), put on one clientv3.Watcher of the Locker's own
+// (closed by Close, never the caller's client's) with a context carrying
+// the same metadata (only WithRequireLeader's), so that clientv3
+// multiplexes them all on one gRPC Watch stream, and followed by one
+// goroutine, which wakes the name's Watches. watches counts those
+// goroutines, so that Close can wait for them.
 type watches struct {
-	mu     sync.Mutex
-	w      clientv3.Watcher // nil until the first Watch
-	closed bool
-	wg     sync.WaitGroup
-	subs   map[string]*sub // by name
-	// idle holds the lingering subscriptions (*sub), the one idle longest
-	// first.
-	idle list.List
-	// linger and maxIdle are lingerTime and maxLingering; tests change
-	// them.
-	linger  time.Duration
-	maxIdle int
+	hub.Hub[subState]
+	s  *store
+	w  clientv3.Watcher // under the hub's lock; nil until the first Watch
+	wg sync.WaitGroup
+	// run reads the name's key, puts the subscription's etcd watches on
+	// cw, says it is Ready and follows it until ctx ends (subscribe);
+	// tests replace it.
+	run func(ctx context.Context, cw clientv3.Watcher, sb *sub)
 }
+
+// subState is what a subscription to a name holds: its key, its pass
+// key, the prefix of its marks (which the goroutine reads to choose a
+// waiter), and the end of its goroutine.
+type subState struct {
+	key, pass, marks string
+	cancel           context.CancelFunc
+}
+
+type (
+	sub   = hub.Sub[subState]
+	watch = hub.Watch[subState]
+)
 
 const (
 	// lingerTime is how long a subscription stays after its last Watch
@@ -52,203 +63,78 @@ const (
 	// maxLingering bounds the lingering subscriptions of a Locker; past
 	// it, the one idle longest ends.
 	maxLingering = 1024
+	// watchSetup bounds the read of the key with which a new
+	// subscription starts.
+	watchSetup = 5 * time.Second
 )
 
-// sub is a Locker's subscription to one name: an etcd watch on the name's
-// key and one on its pass key (see turns.go), followed by one goroutine,
-// which wakes the name's Watches; marks is the prefix of the name's marks,
-// which the goroutine reads to choose a waiter.
-type sub struct {
-	name, key, pass, marks string
-	cancel                 context.CancelFunc
-	// Under watches.mu:
-	watches   map[*watch]struct{}
-	idle      *list.Element // non-nil while lingering
-	idleSince time.Time
-	// poke tells the goroutine that the subscription became idle or busy.
-	poke chan struct{}
+// init makes ws the transport of s's hub.
+func (ws *watches) init(s *store) {
+	ws.s, ws.run = s, s.subscribe
+	ws.Init(ws, hub.Limits{Linger: lingerTime, MaxIdle: maxLingering, TrimTo: maxLingering, Setup: watchSetup,
+		SetupFailed: func(name string) error {
+			return fmt.Errorf("the watch of %s was not set up within %s", driver.Quote(name), watchSetup)
+		}})
 }
 
-// close waits for the subscriptions' goroutines (the caller has ended the
-// Locker's life context, which ends them) and closes the watch stream.
+// Subscribe implements hub.Transport: it starts sb's goroutine, which
+// reads the name's key and puts the etcd watches from the revision of
+// that read.
+func (ws *watches) Subscribe(sb *sub) {
+	s := ws.s
+	if ws.w == nil {
+		ws.w = clientv3.NewWatcher(s.client)
+	}
+	// Every watch's context carries the same metadata, so that they share
+	// one stream; WithRequireLeader makes a member cut off from its
+	// cluster cancel the watch instead of going quiet.
+	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(s.life))
+	sb.State = subState{key: s.key(sb.Key), pass: s.passKey(sb.Key), marks: s.marksPrefix(sb.Key), cancel: cancel}
+	cw, run := ws.w, ws.run
+	ws.wg.Add(1)
+	go func() {
+		defer ws.wg.Done()
+		defer cancel()
+		run(ctx, cw, sb)
+	}()
+}
+
+// Unsubscribe implements hub.Transport: the subscriptions' goroutines
+// end, and their etcd watches with them.
+func (ws *watches) Unsubscribe(subs []*sub) {
+	for _, sb := range subs {
+		sb.State.cancel()
+		sb.Forget()
+	}
+}
+
+// close wakes the Watches and waits for the subscriptions' goroutines
+// (the caller has ended the Locker's life context, which ends them), and
+// closes the watch stream.
 func (ws *watches) close() {
-	ws.mu.Lock()
-	ws.closed = true
+	ws.Close()
+	ws.Lock()
 	w := ws.w
-	ws.mu.Unlock()
+	ws.Unlock()
 	ws.wg.Wait()
 	if w != nil {
 		_ = w.Close()
 	}
 }
 
-// join adds w to name's subscription, if there is one, and reports
-// whether there was.
-func (ws *watches) join(name string, w *watch) (bool, error) {
-	ws.mu.Lock()
-	defer ws.mu.Unlock()
-	if ws.closed {
-		return false, lease.ErrClosed
-	}
-	sb := ws.subs[name]
-	if sb == nil {
-		return false, nil
-	}
-	ws.add(sb, w)
-	return true, nil
-}
-
-// add adds w to sb, which stops lingering. The caller holds ws.mu.
-func (ws *watches) add(sb *sub, w *watch) {
-	sb.watches[w] = struct{}{}
-	w.sub = sb
-	if sb.idle != nil {
-		ws.idle.Remove(sb.idle)
-		sb.idle = nil
-		poke(sb)
-	}
-}
-
-func poke(sb *sub) {
-	select {
-	case sb.poke <- struct{}{}:
-	default:
-	}
-}
-
-// install makes name's subscription with w as its first Watch, or adds w
-// to the one a concurrent Watch installed meanwhile (ok false: then the
-// caller starts nothing). The caller starts the new subscription's
-// goroutine, which it has registered with ws.wg.
-func (ws *watches) install(client *clientv3.Client, life context.Context, name string, w *watch, mk func() *sub) (sb *sub, cw clientv3.Watcher, ctx context.Context, ok bool, err error) {
-	ws.mu.Lock()
-	defer ws.mu.Unlock()
-	if ws.closed {
-		return nil, nil, nil, false, lease.ErrClosed
-	}
-	if sb := ws.subs[name]; sb != nil {
-		ws.add(sb, w)
-		return sb, nil, nil, false, nil
-	}
-	if ws.w == nil {
-		ws.w = clientv3.NewWatcher(client)
-	}
-	if ws.subs == nil {
-		ws.subs = map[string]*sub{}
-	}
-	sb = mk()
-	// Every watch's context carries the same metadata, so that they share
-	// one stream; WithRequireLeader makes a member cut off from its
-	// cluster cancel the watch instead of going quiet.
-	ctx, sb.cancel = context.WithCancel(clientv3.WithRequireLeader(life))
-	ws.subs[name] = sb
-	ws.add(sb, w)
-	ws.wg.Add(1)
-	return sb, ws.w, ctx, true, nil
-}
-
-// leave takes w out of its subscription, which lingers once it has no
-// Watch left; past maxIdle lingering ones, the one idle longest ends.
-func (ws *watches) leave(w *watch) {
-	ws.mu.Lock()
-	defer ws.mu.Unlock()
-	sb := w.sub
-	if sb == nil {
-		return
-	}
-	delete(sb.watches, w)
-	if len(sb.watches) > 0 || ws.subs[sb.name] != sb {
-		return
-	}
-	sb.idle = ws.idle.PushBack(sb)
-	sb.idleSince = time.Now()
-	poke(sb)
-	for ws.idle.Len() > ws.maxLingering() {
-		old := ws.idle.Remove(ws.idle.Front()).(*sub)
-		old.idle = nil
-		delete(ws.subs, old.name)
-		old.cancel()
-	}
-}
-
-func (ws *watches) maxLingering() int {
-	if ws.maxIdle > 0 {
-		return ws.maxIdle
-	}
-	return maxLingering
-}
-
-func (ws *watches) lingerFor() time.Duration {
-	if ws.linger > 0 {
-		return ws.linger
-	}
-	return lingerTime
-}
-
-// idleLeft says how long sb may still linger (0: end it now, and it is
-// gone from the Locker's subscriptions), or lingering false when it has
-// Watches.
-func (ws *watches) idleLeft(sb *sub) (left time.Duration, lingering bool) {
-	ws.mu.Lock()
-	defer ws.mu.Unlock()
-	if ws.subs[sb.name] != sb {
-		return 0, true // ended already (maxIdle)
-	}
-	if sb.idle == nil {
-		return 0, false
-	}
-	left = ws.lingerFor() - time.Since(sb.idleSince)
-	if left <= 0 {
-		ws.idle.Remove(sb.idle)
-		sb.idle = nil
-		delete(ws.subs, sb.name)
-		return 0, true
-	}
-	return left, true
-}
-
-// lingering is how many subscriptions have no Watch.
-func (ws *watches) lingering() int {
-	ws.mu.Lock()
-	defer ws.mu.Unlock()
-	return ws.idle.Len()
-}
-
-// wake wakes sb's plain Watches when plain and, when all, every turn
-// Watch, else the turn Watches of waiter.
-func (ws *watches) wake(sb *sub, plain, all bool, waiter string) {
-	ws.mu.Lock()
-	defer ws.mu.Unlock()
-	for w := range sb.watches {
-		if w.turn && (all || w.waiter == waiter) || !w.turn && plain {
-			w.Wake()
-		}
-	}
+// wake wakes sb's Watches (see hub.Sub.Wake).
+func (ws *watches) wake(sb *sub, plain, allTurns bool, waiter string) {
+	ws.Lock()
+	defer ws.Unlock()
+	sb.Wake(plain, allTurns, waiter)
 }
 
 // hasTurn reports whether a turn Watch is on sb: only then does the
 // choice of a release's waiter matter to it.
 func (ws *watches) hasTurn(sb *sub) bool {
-	ws.mu.Lock()
-	defer ws.mu.Unlock()
-	for w := range sb.watches {
-		if w.turn {
-			return true
-		}
-	}
-	return false
-}
-
-// watch is one Watch on a name of an etcd Locker: plain, or a turn Watch
-// of waiter (see turns.go).
-type watch struct {
-	driver.Signal
-	ws        *watches
-	sub       *sub // under ws.mu
-	turn      bool
-	waiter    string
-	stopAfter func() bool // under ws.mu
-	once      sync.Once
+	ws.Lock()
+	defer ws.Unlock()
+	return sb.HasTurn()
 }
 
 // Watch implements driver.Watcher with an etcd watch on the name's key.
@@ -273,47 +159,40 @@ func (s *store) Watch(ctx context.Context, name string) (driver.Watch, error) {
 
 // watch starts a plain Watch, or a turn Watch of waiter.
 func (s *store) watch(ctx context.Context, name string, turn bool, waiter string) (driver.Watch, error) {
-	w := &watch{Signal: driver.NewSignal(), ws: &s.watches, turn: turn, waiter: waiter}
-	ok, err := s.watches.join(name, w)
+	w, err := s.watches.Watch(ctx, name, turn, waiter)
 	if err != nil {
 		return nil, err
 	}
-	if !ok {
-		created, rev, err := s.watchFrom(ctx, s.key(name))
-		if err != nil {
-			return nil, err
-		}
-		sb, cw, wctx, started, err := s.watches.install(s.client, s.life, name, w, func() *sub { return s.newSub(name) })
-		if err != nil {
-			return nil, err
-		}
-		if started {
-			go func() {
-				defer s.watches.wg.Done()
-				defer sb.cancel()
-				chs, acancel := s.watchAgain(wctx, cw, sb, rev)
-				s.follow(wctx, cw, sb, created, acancel, chs)
-			}()
-		}
-	}
-	stop := context.AfterFunc(ctx, w.end)
-	s.watches.mu.Lock()
-	w.stopAfter = stop
-	s.watches.mu.Unlock()
 	return w, nil
 }
 
-// newSub is a new subscription to name, with no Watch yet.
-func (s *store) newSub(name string) *sub {
-	return &sub{name: name, key: s.key(name), pass: s.passKey(name), marks: s.marksPrefix(name), watches: map[*watch]struct{}{}, poke: make(chan struct{}, 1)}
+// subscribe is a subscription's goroutine: it reads the name's key, puts
+// the etcd watches on cw from the revision after that read, says the
+// subscription is in place, and follows it until ctx ends. A read that
+// fails fails the subscription, and the Watches waiting for it.
+func (s *store) subscribe(ctx context.Context, cw clientv3.Watcher, sb *sub) {
+	rctx, cancel := context.WithTimeout(ctx, watchSetup)
+	created, rev, err := s.watchFrom(rctx, sb.State.key)
+	cancel()
+	if err != nil {
+		s.watches.Lock()
+		sb.Fail(err)
+		s.watches.Unlock()
+		return
+	}
+	chs, acancel := s.watchAgain(ctx, cw, sb, rev)
+	s.watches.Lock()
+	sb.Ready()
+	s.watches.Unlock()
+	s.follow(ctx, cw, sb, created, acancel, chs)
 }
 
 // watchBoth puts the etcd watches of sb on cw from revision rev+1: the
 // name's key and its pass key (see turns.go).
 func (s *store) watchBoth(ctx context.Context, cw clientv3.Watcher, sb *sub, rev int64) [2]clientv3.WatchChan {
 	return [2]clientv3.WatchChan{
-		cw.Watch(ctx, sb.key, clientv3.WithRev(rev+1)),
-		cw.Watch(ctx, sb.pass, clientv3.WithRev(rev+1), clientv3.WithFilterDelete()),
+		cw.Watch(ctx, sb.State.key, clientv3.WithRev(rev+1)),
+		cw.Watch(ctx, sb.State.pass, clientv3.WithRev(rev+1), clientv3.WithFilterDelete()),
 	}
 }
 
@@ -376,57 +255,71 @@ func (s *store) chosen(ctx context.Context, marks string, rev int64) (waiter str
 // again.
 const watchRetry = time.Second
 
+// choiceGrace is how long a Locker with a turn Watch waits, after a
+// deletion of the name's key, for the put of the pass key by which the
+// releasing Locker names the waiter it chose (see nameChoice), before it
+// reads the choice itself (chosen).
+const choiceGrace = 300 * time.Millisecond
+
+// maxChoices bounds the choices a subscription keeps that came before
+// their deletion.
+const maxChoices = 8
+
+// choices are a subscription's releases whose choice it has not acted on
+// yet: the deletions of the name's key seen before their choice (by the
+// revision, when to read the choice instead), and the choices seen before
+// their deletion. Only the subscription's goroutine uses them.
+type choices struct {
+	awaiting map[int64]time.Time
+	named    map[int64]string
+	timer    *time.Timer
+	c        <-chan time.Time
+}
+
+// rearm sets the timer for the earliest deletion awaiting its choice.
+func (c *choices) rearm() {
+	if c.timer != nil {
+		c.timer.Stop()
+		c.timer, c.c = nil, nil
+	}
+	var first time.Time
+	for _, at := range c.awaiting {
+		if first.IsZero() || at.Before(first) {
+			first = at
+		}
+	}
+	if !first.IsZero() {
+		c.timer = time.NewTimer(time.Until(first))
+		c.c = c.timer.C
+	}
+}
+
 // follow turns the events of chs, the etcd watches of sb's key and pass
-// key (whose context acancel cancels), into wake-ups until ctx ends, or
-// sb has lingered long enough; it sets the watches up again whenever etcd
-// cancels one. created is the create revision of the tenure the read
-// before the watches found (0: none).
+// key (whose context acancel cancels), into wake-ups until ctx ends (the
+// subscription went, or the Locker closed); it sets the watches up again
+// whenever etcd cancels one. created is the create revision of the
+// tenure the read before the watches found (0: none).
 //
 // Each event is judged on its own, by etcd's state at its revision (see
 // apply), so the order in which the two watches' channels deliver their
 // events does not matter.
 func (s *store) follow(ctx context.Context, cw clientv3.Watcher, sb *sub, created int64, acancel context.CancelFunc, chs [2]clientv3.WatchChan) {
 	defer func() { acancel() }()
-	backoff := time.Duration(0)
-	var timer *time.Timer
-	var timerC <-chan time.Time
+	var ch choices
 	defer func() {
-		if timer != nil {
-			timer.Stop()
+		if ch.timer != nil {
+			ch.timer.Stop()
 		}
 	}()
-	linger := func() bool {
-		left, idle := s.watches.idleLeft(sb)
-		if timer != nil {
-			timer.Stop()
-			timer, timerC = nil, nil
-		}
-		switch {
-		case idle && left == 0:
-			return false
-		case idle:
-			timer = time.NewTimer(left)
-			timerC = timer.C
-		}
-		return true
-	}
-	linger()
+	backoff := time.Duration(0)
 	for {
 		var resp clientv3.WatchResponse
 		var ok, pass bool
 		select {
 		case <-ctx.Done():
 			return
-		case <-sb.poke:
-			if !linger() {
-				return
-			}
-			continue
-		case <-timerC:
-			timer, timerC = nil, nil
-			if !linger() {
-				return
-			}
+		case <-ch.c:
+			s.decideLate(ctx, sb, &ch)
 			continue
 		case resp, ok = <-chs[0]:
 		case resp, ok = <-chs[1]:
@@ -440,7 +333,7 @@ func (s *store) follow(ctx context.Context, cw clientv3.Watcher, sb *sub, create
 				backoff = 0
 			}
 			for _, ev := range resp.Events {
-				s.apply(ctx, sb, &created, ev, pass)
+				s.apply(ctx, sb, &created, &ch, ev, pass)
 			}
 			continue
 		}
@@ -449,6 +342,8 @@ func (s *store) follow(ctx context.Context, cw clientv3.Watcher, sb *sub, create
 		// again once the new watches are in place. A watch that keeps
 		// ending before any event is set up again ever more slowly.
 		acancel()
+		ch.awaiting, ch.named = nil, nil
+		ch.rearm()
 		s.watches.wake(sb, true, true, "")
 		for {
 			if backoff > 0 {
@@ -461,7 +356,7 @@ func (s *store) follow(ctx context.Context, cw clientv3.Watcher, sb *sub, create
 				}
 			}
 			backoff = min(max(2*backoff, 10*time.Millisecond), watchRetry)
-			fresh, rev, err := s.watchFrom(ctx, sb.key)
+			fresh, rev, err := s.watchFrom(ctx, sb.State.key)
 			if ctx.Err() != nil {
 				return
 			}
@@ -480,27 +375,60 @@ func (s *store) follow(ctx context.Context, cw clientv3.Watcher, sb *sub, create
 // tenure last seen on the key (0: none), up to date.
 //
 // A deletion of the key (a Release, a ForceRelease, an expiry) wakes the
-// plain Watches, and the turn Watches that chosen names for its
-// revision; a put of the pass key (a StopWaiting that passed the turn
-// on) wakes the turn Watches that chosen names for its revision, and no
-// plain Watch. A put of the key that shows another tenure than the one
-// last seen, whose end went unseen, wakes every Watch. The read of the
-// choice is made only when a turn Watch is there to be chosen; a read
-// that fails wakes every turn Watch: a wake-up more, never one missed.
-func (s *store) apply(ctx context.Context, sb *sub, created *int64, ev *clientv3.Event, pass bool) {
+// plain Watches at once, and the turn Watches of the waiter chosen at its
+// revision: named by the releasing Locker's put of the pass key (before
+// or after the deletion reaches this Locker), or, past choiceGrace
+// without one, read (chosen). A put of the pass key by a StopWaiting that
+// passed the turn on wakes the turn Watches that chosen names for its
+// revision, and no plain Watch. A put of the key that shows another
+// tenure than the one last seen, whose end went unseen, wakes every
+// Watch. The choice is awaited or read only when a turn Watch is there to
+// be chosen; a read that fails wakes every turn Watch: a wake-up more,
+// never one missed.
+func (s *store) apply(ctx context.Context, sb *sub, created *int64, ch *choices, ev *clientv3.Event, pass bool) {
 	switch {
-	case pass || ev.Type == mvccpb.DELETE:
-		if !pass {
-			// The next Acquire need not read first.
-			s.busy.free(sb.name)
-			*created = 0
-		}
-		if !s.watches.hasTurn(sb) {
-			s.watches.wake(sb, !pass, false, "")
+	case pass:
+		if rev, waiter, ok := releaseChoice(ev.Kv.Value); ok {
+			if _, awaited := ch.awaiting[rev]; awaited {
+				delete(ch.awaiting, rev)
+				ch.rearm()
+				s.watches.wake(sb, false, false, waiter)
+				return
+			}
+			if ch.named == nil {
+				ch.named = map[int64]string{}
+			}
+			ch.named[rev] = waiter
+			for len(ch.named) > maxChoices {
+				delete(ch.named, minKey(ch.named))
+			}
 			return
 		}
-		waiter, ok, err := s.chosen(ctx, sb.marks, ev.Kv.ModRevision)
-		s.watches.wake(sb, !pass, err != nil || !ok, waiter)
+		if !s.watches.hasTurn(sb) {
+			return
+		}
+		waiter, ok, err := s.chosen(ctx, sb.State.marks, ev.Kv.ModRevision)
+		s.watches.wake(sb, false, err != nil || !ok, waiter)
+	case ev.Type == mvccpb.DELETE:
+		// The next Acquire need not read first.
+		s.busy.free(sb.Key)
+		*created = 0
+		rev := ev.Kv.ModRevision
+		waiter, named := ch.named[rev]
+		delete(ch.named, rev)
+		switch {
+		case !s.watches.hasTurn(sb):
+			s.watches.wake(sb, true, false, "")
+		case named:
+			s.watches.wake(sb, true, false, waiter)
+		default:
+			s.watches.wake(sb, true, false, "")
+			if ch.awaiting == nil {
+				ch.awaiting = map[int64]time.Time{}
+			}
+			ch.awaiting[rev] = time.Now().Add(choiceGrace)
+			ch.rearm()
+		}
 	case ev.Kv.CreateRevision != *created:
 		if *created != 0 {
 			s.watches.wake(sb, true, true, "")
@@ -509,21 +437,29 @@ func (s *store) apply(ctx context.Context, sb *sub, created *int64, ev *clientv3
 	}
 }
 
-// Stop implements driver.Watch: the Watch receives no more wake-ups. The
-// name's etcd watch stays for the Locker's next Watch of the name (see
-// watches); Stop sends nothing.
-func (w *watch) Stop() {
-	w.end()
-	w.ws.mu.Lock()
-	stop := w.stopAfter
-	w.ws.mu.Unlock()
-	if stop != nil {
-		stop()
+// decideLate reads the choice of the deletions whose grace for a named
+// choice passed, and wakes the turn Watches it names.
+func (s *store) decideLate(ctx context.Context, sb *sub, ch *choices) {
+	now := time.Now()
+	for rev, at := range ch.awaiting {
+		if at.After(now) {
+			continue
+		}
+		delete(ch.awaiting, rev)
+		waiter, ok, err := s.chosen(ctx, sb.State.marks, rev)
+		s.watches.wake(sb, false, err != nil || !ok, waiter)
 	}
+	ch.rearm()
 }
 
-// end takes the Watch out of its subscription, at Stop or when the
-// Watch's context ends.
-func (w *watch) end() {
-	w.once.Do(func() { w.ws.leave(w) })
+// minKey is the smallest key of m.
+func minKey(m map[int64]string) int64 {
+	first := true
+	var k int64
+	for r := range m {
+		if first || r < k {
+			k, first = r, false
+		}
+	}
+	return k
 }

@@ -125,7 +125,7 @@ func TestWatchIgnoresRenewals(t *testing.T) {
 func TestWatchStopLeavesNoGoroutine(t *testing.T) {
 	testenv.Slow(t)
 	l, _ := newLocker(t)
-	l.s.watches.linger = 2 * time.Second
+	l.s.watches.SetLimits(2*time.Second, maxLingering, maxLingering)
 	ctx := t.Context()
 	if _, err := l.Inspect(ctx, "warm-up"); !errors.Is(err, lease.ErrNotHeld) {
 		t.Fatal(err)
@@ -149,10 +149,10 @@ func TestWatchStopLeavesNoGoroutine(t *testing.T) {
 	cancel()
 	w3.Stop()
 	// The end of w2's context reaches it in a goroutine of its own.
-	for i := 0; i < 100 && l.s.watches.lingering() < 3; i++ {
+	for i := 0; i < 100 && l.s.watches.Lingering() < 3; i++ {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if n := l.s.watches.lingering(); n != 3 {
+	if n := l.s.watches.Lingering(); n != 3 {
 		t.Fatalf("%d subscriptions linger after their Watches stopped, want 3", n)
 	}
 	deadline := time.Now().Add(10 * time.Second)
@@ -206,19 +206,19 @@ func TestWatchSharesOneStream(t *testing.T) {
 // a Watch of name that it wakes.
 func followFrom(t *testing.T, s *store, name string, ch clientv3.WatchChan) <-chan struct{} {
 	t.Helper()
-	w := &watch{Signal: driver.NewSignal(), ws: &s.watches}
-	sb, cw, ctx, ok, err := s.watches.install(s.client, s.life, name, w, func() *sub { return s.newSub(name) })
-	if err != nil || !ok {
-		t.Fatalf("install a subscription to %q: %v, %v", name, ok, err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer s.watches.wg.Done()
-		defer close(done)
-		defer sb.cancel()
+	s.watches.Lock()
+	s.watches.run = func(ctx context.Context, cw clientv3.Watcher, sb *sub) {
+		s.watches.Lock()
+		sb.Ready()
+		s.watches.Unlock()
 		s.follow(ctx, cw, sb, 0, func() {}, [2]clientv3.WatchChan{ch, make(chan clientv3.WatchResponse)})
-	}()
-	t.Cleanup(func() { sb.cancel(); <-done })
+	}
+	s.watches.Unlock()
+	w, err := s.watches.Watch(t.Context(), name, false, "")
+	if err != nil {
+		t.Fatalf("a Watch of %q: %v", name, err)
+	}
+	t.Cleanup(w.Stop)
 	return w.Changed()
 }
 

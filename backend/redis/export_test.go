@@ -11,11 +11,13 @@ import (
 // and how many such subscriptions it keeps (0: maxLingering), in place of
 // watchLinger and maxLingering. It must come before l's first Watch.
 func SetWatchLimits(l *Locker, linger time.Duration, most int) {
-	h := &l.s.subs
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.linger = linger
-	h.most = most
+	if linger <= 0 {
+		linger = watchLinger
+	}
+	if most <= 0 {
+		most = maxLingering
+	}
+	l.s.subs.SetLimits(linger, most, most*7/8)
 }
 
 // Lanes is how many requests of Acquire, Renew and Release l has on the

@@ -127,6 +127,7 @@ func newLocker(client redis.UniversalClient, owned bool, opts []Option) (*Locker
 		}
 	}
 	s := &store{client: client, owned: owned, prefix: o.prefix, replicas: o.replicas, replicaTimeout: o.replicaTimeout, pipes: newPipeliner(client)}
+	s.subs.init(client)
 	return &Locker{base: driver.NewLocker("redis", s), s: s}, nil
 }
 

@@ -30,7 +30,7 @@ var (
 
 // WatchTurn implements driver.TurnWatcher: it is Watch, on the same
 // subscription, for a Watch that wakes only at the messages that name
-// waiter or no waiter (see wakes), and at every drop of the pub/sub
+// waiter or no waiter (see wake), and at every drop of the pub/sub
 // connection. A Ring client cannot watch: it reports
 // errors.ErrUnsupported.
 func (s *store) WatchTurn(ctx context.Context, name, waiter string) (driver.Watch, error) {
@@ -78,23 +78,24 @@ func (s *store) StopWaiting(ctx context.Context, name, waiter string) error {
 // turn Watch.
 const dequeuedMessage = "dequeued"
 
-// wakes reports whether a message with payload on w's channel wakes w. A
-// plain Watch wakes at every message. A turn Watch wakes at a message
-// that names its waiter ("<token> <waiter>" from a release,
-// "passed <waiter>" from StopWaiting) and at one that names no waiter (a
-// release that found no live mark, or a release by a version of this
-// package before marks, which publishes "<token>" alone), but not at a
-// message that names another waiter, nor at an older version's
-// "dequeued".
-func (w *watch) wakes(payload string) bool {
-	if !w.turn {
-		return true
-	}
+// wake wakes the Watches on sb that a message with payload on its
+// channel concerns. A plain Watch wakes at every message. A turn Watch
+// wakes at a message that names its waiter ("<token> <waiter>" from a
+// release, "passed <waiter>" from StopWaiting) and at one that names no
+// waiter (a release that found no live mark, or a release by a version
+// of this package before marks, which publishes "<token>" alone), but
+// not at a message that names another waiter, nor at an older version's
+// "dequeued". The caller holds the hub's lock.
+func wake(sb *sub, payload string) {
 	what, waiter, named := strings.Cut(payload, " ")
-	if !named {
-		return what != dequeuedMessage
+	switch {
+	case named:
+		sb.Wake(true, false, waiter)
+	case what == dequeuedMessage:
+		sb.Wake(true, false, "")
+	default:
+		sb.Wake(true, true, "")
 	}
-	return waiter == w.waiter
 }
 
 // flag is a boolean script argument: "1" or "0".

@@ -82,4 +82,4 @@ func setHost(l *Locker, host string) { l.s.host = host }
 // listening connection for d (0: give them back at once), and at most n
 // of them.
 // Call it before l's first Watch.
-func setLinger(l *Locker, d time.Duration, n int) { l.s.hub.linger, l.s.hub.maxLinger = d, n }
+func setLinger(l *Locker, d time.Duration, n int) { l.s.hub.SetLimits(d, n, n) }

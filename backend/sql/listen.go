@@ -7,14 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/leasekit/lease"
 	"github.com/leasekit/lease/driver"
+	"github.com/leasekit/lease/internal/hub"
 )
 
 // Waiting woken by PostgreSQL (LISTEN/NOTIFY).
@@ -146,23 +145,18 @@ const (
 	maxLingering = 1024
 )
 
-// hub is a Locker's listening side: one connection, the names watched on
-// it, and one goroutine (loop) that owns the connection, from the first
-// Watch until Close.
-type hub struct {
+// listening is a Locker's listening side: the transport of its
+// subscription hub (internal/hub), which keeps the names watched (by the
+// hex of the name's key) with their watches, and lets a name's watch
+// lock linger after its last watch stopped. Its one connection is owned
+// by one goroutine (loop), from the first Watch until Close.
+type listening struct {
+	hub.Hub[watchLock]
 	listener Listener
 	channel  string
 	class    int32
 
-	// linger and maxLinger are listenLinger and maxLingering, except
-	// in tests; set before the first Watch.
-	linger    time.Duration
-	maxLinger int
-
-	mu      sync.Mutex
-	names   map[string]*watched // by the hex of the name's key
-	idle    int                 // names in names without a watch
-	closed  bool
+	// Under the hub's lock:
 	pending bool               // the loop has watch locks to take or give back
 	stop    context.CancelFunc // ends the loop's current wait; nil if none
 	life    context.Context
@@ -170,71 +164,30 @@ type hub struct {
 	done    chan struct{} // closed when loop returns; nil before it starts
 }
 
-// watched is one name watched on the hub.
-type watched struct {
-	lock    int32 // the second key of its watch lock (watchLockKey)
-	watches map[*pgWatch]struct{}
-	// locked says the listening connection holds the watch lock; ever,
-	// that it held it on an earlier connection while the name was
-	// watched (not since a lingering lock was given back), so that a release
-	// may have gone unheard since.
-	locked, ever bool
-	// ready is closed once locked on the current connection; a Watch
-	// waits for it.
-	ready  chan struct{}
-	isOpen bool // ready is not closed yet
-	// since is when the last watch stopped, while there is none.
-	since time.Time
+// watchLock is the PostgreSQL side of one name watched: its watch lock.
+type watchLock struct {
+	lock int32 // the second key of its watch lock (watchLockKey)
+	// locked says the listening connection holds the watch lock.
+	locked bool
 }
 
-// pgWatch is one Watch of a PostgreSQL Locker.
-type pgWatch struct {
-	h   *hub
-	key string
-	// waiter is the Locker's waiter ID for a turn watch (WatchTurn),
-	// empty for a plain one.
-	waiter string
-	driver.Signal
-	stopAfter func() bool
-	once      sync.Once
-}
+type watched = hub.Sub[watchLock]
 
-// Stop implements driver.Watch.
-func (w *pgWatch) Stop() {
-	if w.stopAfter != nil {
-		w.stopAfter()
-	}
-	w.unwatch()
-}
-
-// unwatch takes the watch off its name, once. The watch's context ends
-// it through unwatch rather than Stop: context.AfterFunc may run it
-// before watch has stored stopAfter, which Stop reads.
-func (w *pgWatch) unwatch() {
-	w.once.Do(func() {
-		h := w.h
-		h.mu.Lock()
-		if e := h.names[w.key]; e != nil {
-			delete(e.watches, w)
-			if len(e.watches) == 0 {
-				// The watch lock lingers (see above): nothing to send now,
-				// unless it has to go at once. The loop looks at
-				// lingering watch locks at least every listenIdle; one that
-				// lingers for less needs the loop to know.
-				e.since = time.Now()
-				h.idle++
-				if h.linger < listenIdle || h.idle > h.maxLinger {
-					h.pokeLocked()
-				}
+// init makes h the transport of its hub.
+func (h *listening) init() {
+	h.Init(h, hub.Limits{Linger: listenLinger, MaxIdle: maxLingering, TrimTo: maxLingering, Setup: listenSetup,
+		SetupFailed: func(k string) error {
+			name := k
+			if b, err := hex.DecodeString(k); err == nil {
+				name = string(b)
 			}
-		}
-		h.mu.Unlock()
-	})
+			return fmt.Errorf("could not listen for releases of %q within %s (the listening connection is down, or the name's watch lock is taken)", name, listenSetup)
+		}})
 }
 
 // pokeLocked has the loop look at the watch locks again, interrupting its
 // wait.
-func (h *hub) pokeLocked() {
+func (h *listening) pokeLocked() {
 	h.pending = true
 	if h.stop != nil {
 		h.stop()
@@ -256,61 +209,50 @@ func (s *store) Watch(ctx context.Context, name string) (driver.Watch, error) {
 // watch is Watch, and with a waiter WatchTurn, on a store set up with a
 // Listener.
 func (s *store) watch(ctx context.Context, name, waiter string) (driver.Watch, error) {
-	k := key(name)
-	w := &pgWatch{h: &s.hub, key: hex.EncodeToString(k), waiter: waiter, Signal: driver.NewSignal()}
 	h := &s.hub
-	h.mu.Lock()
-	if h.closed {
-		h.mu.Unlock()
-		return nil, lease.ErrClosed
-	}
-	if h.done == nil {
+	h.Lock()
+	if h.done == nil && !h.Closed() {
 		h.listener = s.listener
 		h.channel, h.class = channelFor(s.qualified)
-		h.names = map[string]*watched{}
 		h.life, h.end = context.WithCancel(context.Background())
 		h.done = make(chan struct{})
 		go h.loop()
 	}
-	e := h.names[w.key]
-	if e == nil {
-		e = &watched{lock: watchLockKey(k), watches: map[*pgWatch]struct{}{}, ready: make(chan struct{}), isOpen: true}
-		h.names[w.key] = e
-	} else if len(e.watches) == 0 {
-		h.idle-- // watched again: its watch lock, if it lingers, serves
+	h.Unlock()
+	w, err := h.Watch(ctx, hex.EncodeToString(key(name)), waiter != "", waiter)
+	if err != nil {
+		return nil, err
 	}
-	e.watches[w] = struct{}{}
-	if !e.locked {
-		h.pokeLocked()
-	}
-	ready := e.ready
-	h.mu.Unlock()
-
-	t := time.NewTimer(listenSetup)
-	defer t.Stop()
-	select {
-	case <-ready:
-	case <-ctx.Done():
-		w.Stop()
-		return nil, ctx.Err()
-	case <-t.C:
-		w.Stop()
-		return nil, fmt.Errorf("could not listen for releases of %q within %s (the listening connection is down, or the name's watch lock is taken)", name, listenSetup)
-	}
-	w.stopAfter = context.AfterFunc(ctx, w.unwatch)
 	return w, nil
 }
 
-// close ends the loop and waits for it; Watch fails with lease.ErrClosed
-// from then on.
-func (h *hub) close() {
-	h.mu.Lock()
-	h.closed = true
+// Subscribe implements hub.Transport: the loop takes the name's watch
+// lock, unless the connection still holds it (a lingering lock that was
+// about to go).
+func (h *listening) Subscribe(e *watched) {
+	k, _ := hex.DecodeString(e.Key)
+	e.State.lock = watchLockKey(k)
+	if e.State.locked {
+		e.Ready()
+		return
+	}
+	h.pokeLocked()
+}
+
+// Unsubscribe implements hub.Transport: the loop gives the watch locks
+// back, in one statement.
+func (h *listening) Unsubscribe([]*watched) { h.pokeLocked() }
+
+// close wakes the watches, ends the loop and waits for it; Watch fails
+// with lease.ErrClosed from then on.
+func (h *listening) close() {
+	h.Close()
+	h.Lock()
 	done := h.done
 	if h.end != nil {
 		h.end()
 	}
-	h.mu.Unlock()
+	h.Unlock()
 	if done != nil {
 		<-done
 	}
@@ -319,7 +261,7 @@ func (h *hub) close() {
 // loop owns the listening connection until the Locker closes: it opens it
 // (again after a drop), takes and gives back watch locks, wakes the
 // watches of each name notified, and pings a silent connection.
-func (h *hub) loop() {
+func (h *listening) loop() {
 	defer close(h.done)
 	var (
 		conn    ListenConn
@@ -342,35 +284,31 @@ func (h *hub) loop() {
 			}
 			conn, backoff = c, 0
 		}
-		h.mu.Lock()
+		h.Lock()
 		h.pending = false
-		h.mu.Unlock()
-		retry, next, err := h.sync(conn)
+		h.Unlock()
+		retry, err := h.sync(conn)
 		if err != nil {
 			conn = h.dropped(conn)
 			continue
 		}
-		h.mu.Lock()
+		h.Lock()
 		if h.pending || h.life.Err() != nil {
-			h.mu.Unlock()
+			h.Unlock()
 			continue
 		}
-		// A wait cut short (a lock to try again, a lingering lock to
-		// give back) ends without a ping.
-		wait, short := listenIdle, false
+		// A wait cut short (a lock to try again) ends without a ping.
+		wait := listenIdle
 		if retry {
-			wait, short = lockRetry, true
-		}
-		if d := time.Until(next); !next.IsZero() && d < wait {
-			wait, short = max(d, time.Millisecond), true
+			wait = lockRetry
 		}
 		wctx, cancel := context.WithTimeout(h.life, wait)
 		h.stop = cancel
-		h.mu.Unlock()
+		h.Unlock()
 		ch, payload, err := conn.WaitForNotification(wctx)
-		h.mu.Lock()
+		h.Lock()
 		h.stop = nil
-		h.mu.Unlock()
+		h.Unlock()
 		ended := wctx.Err() // nil: the wait ended on its own
 		cancel()
 		switch {
@@ -382,7 +320,7 @@ func (h *hub) loop() {
 			}
 		case ended == nil:
 			conn = h.dropped(conn) // the connection failed
-		case errors.Is(ended, context.DeadlineExceeded) && !short:
+		case errors.Is(ended, context.DeadlineExceeded) && !retry:
 			// Silent for listenIdle: is the connection still there?
 			pctx, pcancel := context.WithTimeout(h.life, listenStatement)
 			_, err := conn.QueryBool(pctx, "SELECT true")
@@ -395,7 +333,7 @@ func (h *hub) loop() {
 }
 
 // connect opens a listening connection and LISTENs on the channel.
-func (h *hub) connect() (ListenConn, error) {
+func (h *listening) connect() (ListenConn, error) {
 	ctx, cancel := context.WithTimeout(h.life, listenStatement)
 	defer cancel()
 	c, err := h.listener.Connect(ctx)
@@ -409,56 +347,37 @@ func (h *hub) connect() (ListenConn, error) {
 	return c, nil
 }
 
-// sync takes the watch locks of names watched and gives back the
-// lingering watch locks of names no longer watched that are due
-// (listenLinger after their last watch stopped, or the oldest beyond
-// maxLinger), all in one statement. retry says some lock could not be
-// taken; next is when the next lingering lock falls due (zero if none
-// lingers).
-func (h *hub) sync(conn ListenConn) (retry bool, next time.Time, err error) {
-	type job struct {
-		key string
-		e   *watched
-	}
-	var take, idle []job
-	h.mu.Lock()
-	for k, e := range h.names {
+// sync gives back the watch locks of the names the hub let go (they
+// lingered long enough, or beyond the bound), all in one statement, and
+// takes the watch locks of names watched. retry says some lock could not
+// be taken.
+func (h *listening) sync(conn ListenConn) (retry bool, err error) {
+	var take, give, forget []*watched
+	h.Lock()
+	h.Each(func(e *watched) {
 		switch {
-		case len(e.watches) == 0 && e.locked:
-			idle = append(idle, job{k, e})
-		case len(e.watches) == 0:
-			delete(h.names, k)
-			h.idle--
-		case !e.locked:
-			take = append(take, job{k, e})
+		case e.Going() && e.State.locked:
+			give = append(give, e)
+		case e.Going():
+			forget = append(forget, e)
+		case !e.State.locked:
+			take = append(take, e)
 		}
+	})
+	for _, e := range forget {
+		e.Forget()
 	}
-	// Oldest first: those past their linger, and beyond the bound.
-	slices.SortFunc(idle, func(a, b job) int { return a.e.since.Compare(b.e.since) })
-	due := time.Now().Add(-h.linger)
-	var give []job
-	for i, j := range idle {
-		if len(idle)-i > h.maxLinger || !j.e.since.After(due) {
-			give = append(give, j)
-			continue
-		}
-		next = j.e.since.Add(h.linger)
-		break
-	}
-	for _, j := range give {
+	for _, e := range give {
 		// Unlocked from now: a watch of the name that comes while the
 		// lock is given back waits for it to be taken again, and has
 		// missed nothing then.
-		j.e.locked, j.e.ever = false, false
-		if !j.e.isOpen {
-			j.e.ready, j.e.isOpen = make(chan struct{}), true
-		}
+		e.State.locked = false
 	}
-	h.mu.Unlock()
+	h.Unlock()
 	if len(give) > 0 {
 		keys := make([]string, len(give))
-		for i, j := range give {
-			keys[i] = strconv.Itoa(int(j.e.lock))
+		for i, e := range give {
+			keys[i] = strconv.Itoa(int(e.State.lock))
 		}
 		ctx, cancel := context.WithTimeout(h.life, listenStatement)
 		// Each name gave its own shared lock: two names whose watch
@@ -467,99 +386,67 @@ func (h *hub) sync(conn ListenConn) (retry bool, next time.Time, err error) {
 			h.class, strings.Join(keys, ",")))
 		cancel()
 		if err != nil {
-			return false, time.Time{}, err
+			return false, err
 		}
-		h.mu.Lock()
-		for _, j := range give {
-			if len(j.e.watches) == 0 {
-				delete(h.names, j.key)
-				h.idle--
-			} else {
+		h.Lock()
+		for _, e := range give {
+			if !e.Forget() {
 				h.pending = true // watched again meanwhile: lock it again
 			}
 		}
-		h.mu.Unlock()
+		h.Unlock()
 	}
-	for _, j := range take {
+	for _, e := range take {
 		ctx, cancel := context.WithTimeout(h.life, listenStatement)
-		ok, err := conn.QueryBool(ctx, fmt.Sprintf("SELECT pg_try_advisory_lock_shared(%d, %d)", h.class, j.e.lock))
+		ok, err := conn.QueryBool(ctx, fmt.Sprintf("SELECT pg_try_advisory_lock_shared(%d, %d)", h.class, e.State.lock))
 		cancel()
 		if err != nil {
-			return false, time.Time{}, err
+			return false, err
 		}
-		h.mu.Lock()
+		h.Lock()
 		if ok {
-			j.e.locked = true
-			if j.e.isOpen {
-				close(j.e.ready)
-				j.e.isOpen = false
-			}
-			if j.e.ever {
-				// Locked again after a drop: a release in between went
-				// unheard.
-				j.e.wakeLocked("")
-			}
-			j.e.ever = true
-			if len(j.e.watches) == 0 {
-				h.pending = true // stopped meanwhile: it lingers from now
-			}
+			// Ready wakes the watches when it is locked again after a
+			// drop: a release in between went unheard.
+			e.State.locked = true
+			e.Ready()
 		} else {
 			// The lock is held exclusively: most likely a release of the
 			// name is committing. Wake its watches and try again soon.
-			j.e.wakeLocked("")
+			e.Wake(true, true, "")
 			retry = true
 		}
-		h.mu.Unlock()
+		h.Unlock()
 	}
-	return retry, next, nil
+	return retry, nil
 }
 
 // dropped closes a failed connection and returns nil: every watch lock
 // went with it, so every watch wakes (a release may have gone unheard)
 // and waits for its name's lock on the next connection.
-func (h *hub) dropped(conn ListenConn) ListenConn {
+func (h *listening) dropped(conn ListenConn) ListenConn {
 	_ = conn.Close()
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for k, e := range h.names {
-		if len(e.watches) == 0 {
-			delete(h.names, k)
-			h.idle--
-			continue
-		}
-		e.locked = false
-		if !e.isOpen {
-			e.ready, e.isOpen = make(chan struct{}), true
-		}
-		e.wakeLocked("")
-	}
+	h.Lock()
+	defer h.Unlock()
+	h.Lost()
+	h.Each(func(e *watched) { e.State.locked = false })
 	return nil
 }
 
 // wake wakes the watches that a notification concerns: its payload is the
 // hex of a name's key, optionally followed by a space and the waiter ID
-// the release chose (postgresNotifyTurn).
-func (h *hub) wake(payload string) {
+// the release chose (postgresNotifyTurn): the name's plain watches and,
+// when it names no waiter, all its turn watches, else those of waiter.
+func (h *listening) wake(payload string) {
 	k, waiter, _ := strings.Cut(payload, " ")
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if e := h.names[k]; e != nil {
-		e.wakeLocked(waiter)
-	}
-}
-
-// wakeLocked wakes the name's plain watches and, when waiter is empty,
-// all its turn watches, else those of waiter.
-func (e *watched) wakeLocked(waiter string) {
-	for w := range e.watches {
-		if waiter == "" || w.waiter == "" || w.waiter == waiter {
-			w.Wake()
-		}
+	h.Lock()
+	defer h.Unlock()
+	if e := h.Get(k); e != nil {
+		e.Wake(true, waiter == "", waiter)
 	}
 }
 
 // sleep waits d, or until the Locker closes (false).
-func (h *hub) sleep(d time.Duration) bool {
+func (h *listening) sleep(d time.Duration) bool {
 	if d <= 0 {
 		return h.life.Err() == nil
 	}

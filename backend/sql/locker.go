@@ -121,7 +121,7 @@ func newLocker(db *sql.DB, o options) (*Locker, error) {
 		batchChunk: maxBatchChunk,
 		listener:   o.listener,
 	}
-	s.hub.linger, s.hub.maxLinger = listenLinger, maxLingering
+	s.hub.init()
 	s.acquireSlots = acquireSlots(db.Stats().MaxOpenConnections)
 	lanes := poolLanes(db.Stats().MaxOpenConnections)
 	s.acquires.Max, s.acquires.What = maxAcquireBatch, "Acquires"

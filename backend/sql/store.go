@@ -79,7 +79,7 @@ type store struct {
 	// cannot watch); hub is that side (listen.go), and qualified the
 	// table as the catalog named it, which names its channel.
 	listener  Listener
-	hub       hub
+	hub       listening
 	qualified string
 
 	// marks is the marks table (schema.go) as the catalog found it, in
