@@ -226,7 +226,9 @@
 //	                                       acquired elsewhere: reads, LeaseTimeToLives,
 //	                                       keep-alives)
 //	Release                             1  Txn; the tenure's lease goes back to the pool
-//	                                       (LeaseRevoke* when it cannot, see above)
+//	                                       (LeaseRevoke* when it cannot, see above); with
+//	                                       a mark in line, then a Put of the pass key
+//	                                       that names the chosen waiter (2 in all)
 //	Release of a lost tenure            1  Txn
 //	Inspect                             2  Range, then LeaseTimeToLive; 1 when free
 //	List                                1 + one LeaseTimeToLive per tenure
@@ -252,8 +254,11 @@
 //	Watch, WatchTurn                    1  Range (the key), then two watch creations on the
 //	                                       stream; 0 when a Watch of the name on this Locker
 //	                                       ran within 30s
-//	a release (or a pass), per Locker   1  Range at the release's revision (the first mark);
-//	  with a turn Watch on the name        0 for a Locker with only plain Watches
+//	a release (or a pass), per Locker   0  when the Release named its choice (a pass key
+//	  with a turn Watch on the name        put within 300ms); 1 Range at the release's
+//	                                       revision (the first mark) for a deletion that
+//	                                       names nobody (expiry, ForceRelease); 0 for a
+//	                                       Locker with only plain Watches
 //	Stop of a Watch                     0  (the etcd watches linger, see below)
 //
 // "Txn" is the call's own transaction; concurrent calls' transactions and
