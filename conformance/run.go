@@ -167,9 +167,12 @@ func runRenewsWhileFnRuns(t testing.TB, s *suite) {
 	}
 	l := s.locker(t)
 	name := s.name("run-renew")
-	// At least a second, so that renewals every ttl/3 survive a loaded
-	// machine's scheduling delays.
-	ttl := max(s.h.TTL, time.Second) + s.h.Granularity
+	// At least two seconds, so that renewals every ttl/3 survive a loaded
+	// machine's delays: under CI's full parallel run one store write
+	// (a SQLite and a PostgreSQL renewal, each behind other tests' disk
+	// flushes) was seen to take 650ms, longer than the 1s ttl this case
+	// had left after a renewal.
+	ttl := max(s.h.TTL, 2*time.Second) + s.h.Granularity
 	err := lease.Run(t.Context(), l, name, ttl, func(ctx context.Context) error {
 		held, _ := lease.FromContext(ctx)
 		end := time.Now().Add(2*ttl + s.h.ExpiryLag)
