@@ -39,6 +39,9 @@ type wire struct {
 	// dropOn is a key: the reply of the next Txn that names it is lost
 	// (see dropTxnOn).
 	dropOn string
+	// dropCarrying is a number of calls: the reply of the next Txn that
+	// carries at least that many is lost (see dropTxnCarrying).
+	dropCarrying int
 
 	// While gated is set, requests of those methods wait for release,
 	// recorded in held.
@@ -107,6 +110,10 @@ func (w *wire) unary(ctx context.Context, method string, req, reply any, cc *grp
 	defer w.mu.Unlock()
 	if tr, ok := req.(*pb.TxnRequest); ok && err == nil && w.dropOn != "" && txnNames(tr, w.dropOn) {
 		w.dropOn = ""
+		return status.Error(codes.Unavailable, "test: the reply was lost in the network")
+	}
+	if tr, ok := req.(*pb.TxnRequest); ok && err == nil && w.dropCarrying > 0 && nestedTxns(tr) >= w.dropCarrying {
+		w.dropCarrying = 0
 		return status.Error(codes.Unavailable, "test: the reply was lost in the network")
 	}
 	if n := w.drop[short]; err == nil && n > 0 {
@@ -325,6 +332,25 @@ func (w *wire) dropTxnOn(key string) {
 	w.mu.Lock()
 	w.dropOn = key
 	w.mu.Unlock()
+}
+
+// dropTxnCarrying makes the reply of the next Txn that carries at least
+// n calls' transactions (the writer's shared Txn, see writes.go) get
+// lost after the server applied it.
+func (w *wire) dropTxnCarrying(n int) {
+	w.mu.Lock()
+	w.dropCarrying = n
+	w.mu.Unlock()
+}
+
+// nestedTxns is the number of transactions nested in r's branches.
+func nestedTxns(r *pb.TxnRequest) (n int) {
+	for _, op := range append(slices.Clone(r.Success), r.Failure...) {
+		if op.GetRequestTxn() != nil {
+			n++
+		}
+	}
+	return n
 }
 
 // txnNames reports whether the transaction r compares or changes key.
