@@ -86,8 +86,11 @@ const choiceTag = "\xff"
 
 // firstMark is the read, in a release's transaction after the deletion of
 // the name's key, of the first mark of name then: the one created first.
+// It is read whole (a mark's value is empty), since a keys-only read
+// leaves out the mark's etcd lease on etcd 3.7, and nameChoice puts the
+// pass key on it.
 func (s *store) firstMark(name string) clientv3.Op {
-	return clientv3.OpGet(s.marksPrefix(name), clientv3.WithPrefix(), clientv3.WithKeysOnly(),
+	return clientv3.OpGet(s.marksPrefix(name), clientv3.WithPrefix(),
 		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(1))
 }
 

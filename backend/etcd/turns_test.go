@@ -806,4 +806,14 @@ func TestReleaseNamesTheChoice(t *testing.T) {
 	if m, _ := wires[0].take(); wires[0].count(m, "Txn") != 1 || wires[0].count(m, "Put") != 1 {
 		t.Fatalf("the releasing Locker sent %v, want one Txn and one Put", m)
 	}
+	// The put is on the chosen mark's etcd lease, so that it ends with
+	// the mark and leaves nothing behind (a keys-only read of the mark
+	// leaves the lease out on etcd 3.7).
+	r, err := holder.s.client.Get(ctx, holder.s.passKey(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Kvs) != 1 || r.Kvs[0].Lease == 0 {
+		t.Fatalf("the pass key a Release named its choice in is %v, want it on the mark's etcd lease", r.Kvs)
+	}
 }
