@@ -351,7 +351,8 @@ func (r *renewer) renew(chunk []*renewJob) {
 // leases[i] for ttls[i], each exactly as Renew would, with one result per
 // lease, in order. Every Locker of this module is one (see
 // driver.Locker.RenewBatch), and so is otellease's wrapper over one; a
-// Locker that is not is renewed a few Renew calls at a time.
+// Locker that is not, or whose Can says no (otellease's wrapper over a
+// Locker without it), is renewed a few Renew calls at a time.
 type batchRenewer interface {
 	RenewBatch(ctx context.Context, leases []Lease, ttls []time.Duration) ([]Lease, []error)
 }
@@ -359,7 +360,7 @@ type batchRenewer interface {
 // renewAll renews leases[i] for ttls[i] on l: in one call when l is a
 // batchRenewer, else a few Renew calls at a time.
 func renewAll(ctx context.Context, l Locker, leases []Lease, ttls []time.Duration) ([]Lease, []error) {
-	if br, ok := l.(batchRenewer); ok {
+	if br, ok := l.(batchRenewer); ok && Can[batchRenewer](l) {
 		out, errs := br.RenewBatch(ctx, leases, ttls)
 		if len(out) == len(leases) && len(errs) == len(leases) {
 			return out, errs

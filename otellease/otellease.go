@@ -87,8 +87,8 @@ func WithHashedNames() Option {
 // a span (see the package documentation). It implements lease.Lister,
 // lease.ForceReleaser and driver.Watcher and has RenewBatch, whatever l
 // is; each passes the call on to l's, or fails with an error matching
-// errors.ErrUnsupported when l has not got it (RenewBatch renews through
-// Renew then), and lease.Can on it answers as on l. lease.Run's waiting (WithWait, WithFairWait) works over it as
+// errors.ErrUnsupported when l has not got it, and lease.Can on it
+// answers as on l. lease.Run's waiting (WithWait, WithFairWait) works over it as
 // over l, since it goes through Acquire, which the wrapper records and
 // passes on. It has an Unwrap method that returns l:
 //

@@ -78,6 +78,30 @@ func TestConformance(t *testing.T) {
 // lease.Run over a wrapped Locker: its renewals go through RenewBatch,
 // each lands with most of the tenure to spare, and the release ends the
 // hold without a loss.
+// lockerWithoutBatch is a memory Locker with no RenewBatch (an interface
+// field promotes only lease.Locker's methods).
+type lockerWithoutBatch struct{ lease.Locker }
+
+// lease.Run over a wrapper whose Locker has no RenewBatch renews through
+// Renew: the wrapper's RenewBatch would fail, and its Can says so.
+func TestRunRenewsThroughRenewWithoutBatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t)
+		w := r.wrap(t, lockerWithoutBatch{memory.New()})
+		err := lease.Run(t.Context(), w, "job", 3*time.Second, func(ctx context.Context) error {
+			time.Sleep(10 * time.Second)
+			return ctx.Err()
+		})
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		ms := r.collect(t)
+		if n := histCount(t, ms, "lease.operation.duration", kv("lease.operation", "renew"), kv("lease.outcome", "renewed")); n < 8 {
+			t.Errorf("%d renewals through Renew over 10s with a ttl of 3s, want about 10", n)
+		}
+	})
+}
+
 func TestRunRenewsAndReleases(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newRig(t)

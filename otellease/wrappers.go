@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"sync"
 	"time"
 
 	"github.com/leasekit/lease"
@@ -17,9 +16,8 @@ import (
 // Unwrap, Shared) and every optional method of this module's Lockers.
 // Each passes the call, recorded, to the wrapped Locker's method, or
 // fails with an error matching errors.ErrUnsupported that names the
-// method and the wrapped Locker's type when that Locker has not got it;
-// RenewBatch renews through Renew, a few at a time, when the wrapped
-// Locker has no RenewBatch of its own. Can says which work: as lease.Can
+// method and the wrapped Locker's type when that Locker has not got it.
+// Can says which work: as lease.Can
 // on the wrapped Locker would. So lease.Can, not a type assertion, is how
 // to ask a wrapper what it can do, as for every Locker of this module.
 //
@@ -37,10 +35,6 @@ var (
 	_ driver.Watcher      = wrapper{}
 	_ batcher             = wrapper{}
 )
-
-// fallbackRenewals bounds the Renew calls that RenewBatch makes at once
-// for a wrapped Locker without RenewBatch.
-const fallbackRenewals = 8
 
 // unsupported is the error of an optional method that the wrapped Locker
 // has not got.
@@ -73,46 +67,32 @@ func (w wrapper) Watch(ctx context.Context, name string) (driver.Watch, error) {
 	return w.watch(ctx, name)
 }
 
-// RenewBatch renews leases[i] for ttls[i], as driver.Locker.RenewBatch
-// does: through the wrapped Locker's RenewBatch, recorded as one call,
-// when it has one, and otherwise through Renew (each recorded as a
-// Renew), a few at a time. lease.Run renews through it.
+// RenewBatch renews leases[i] for ttls[i] through the wrapped Locker's
+// RenewBatch (see driver.Locker.RenewBatch), recorded as one call; every
+// result is an error matching errors.ErrUnsupported when the wrapped
+// Locker has none, and Can says so, so that lease.Run renews through
+// Renew instead.
 func (w wrapper) RenewBatch(ctx context.Context, leases []lease.Lease, ttls []time.Duration) ([]lease.Lease, []error) {
-	if _, ok := w.l.(batcher); ok {
-		return w.renewBatch(ctx, leases, ttls)
-	}
-	out, errs := make([]lease.Lease, len(leases)), make([]error, len(leases))
-	if len(ttls) != len(leases) {
-		err := fmt.Errorf("otellease: RenewBatch: %w: %d ttls for %d leases", lease.ErrInvalid, len(ttls), len(leases))
+	if _, ok := w.l.(batcher); !ok {
+		errs := make([]error, len(leases))
 		for i := range errs {
-			errs[i] = err
+			errs[i] = w.unsupported("RenewBatch")
 		}
-		return out, errs
+		return make([]lease.Lease, len(leases)), errs
 	}
-	sem := make(chan struct{}, fallbackRenewals)
-	var wg sync.WaitGroup
-	for i := range leases {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			out[i], errs[i] = w.Renew(ctx, leases[i], ttls[i])
-		})
-	}
-	wg.Wait()
-	return out, errs
+	return w.renewBatch(ctx, leases, ttls)
 }
 
 // alwaysWorks is what a wrapper can always do, whatever it wraps.
 type alwaysWorks interface {
 	lease.Locker
-	batcher
 	Unwrap() lease.Locker
 	Shared(key any, make func() any) any
 }
 
 // Can answers lease.Can for the wrapper (p is a nil pointer to an
 // interface): yes to an interface whose methods the wrapper always makes
-// work (lease.Locker's and RenewBatch), and otherwise as lease.Can on the
+// work (lease.Locker's), and otherwise as lease.Can on the
 // wrapped Locker would, so that the wrapper tells the truth about the
 // store behind it.
 func (w wrapper) Can(p any) bool {
