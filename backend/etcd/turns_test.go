@@ -31,6 +31,21 @@ func turnLockers(t *testing.T, n int) ([]*Locker, []*wire) {
 	return ls, ws
 }
 
+// heldWithTwoTurnWatches makes three Lockers on a new name (tagged
+// tag): the first holds it for a minute, and the second and third each
+// have a turn Watch on it, for waiters "waiter-a" and "waiter-b".
+func heldWithTwoTurnWatches(t *testing.T, tag string) (ls []*Locker, wires []*wire, name string, held lease.Lease, wA, wB driver.Watch) {
+	t.Helper()
+	ls, wires = turnLockers(t, 3)
+	name = uniqueName(tag)
+	wA, wB = turnWatch(t, ls[1], name, "waiter-a"), turnWatch(t, ls[2], name, "waiter-b")
+	held, err := ls[0].Acquire(t.Context(), name, "holder", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ls, wires, name, held, wA, wB
+}
+
 // turnWatch starts waiter's turn Watch of name on l, stopped when t ends.
 func turnWatch(t *testing.T, l *Locker, name, waiter string) driver.Watch {
 	t.Helper()
@@ -277,15 +292,9 @@ func (w *wire) count(m string, method string) int {
 func TestLapsedMarkIsSkipped(t *testing.T) {
 	testenv.Slow(t)
 	t.Parallel()
-	ls, _ := turnLockers(t, 3)
+	ls, _, name, held, wA, wB := heldWithTwoTurnWatches(t, "lapse")
 	holder, a, b := ls[0], ls[1], ls[2]
 	ctx := t.Context()
-	name := uniqueName("lapse")
-	wA, wB := turnWatch(t, a, name, "waiter-a"), turnWatch(t, b, name, "waiter-b")
-	held, err := holder.Acquire(ctx, name, "holder", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
 	if _, err := a.s.AcquireOrWait(ctx, name, "owner-a", time.Minute, driver.Mark{Waiter: "waiter-a", Life: time.Second}); !errors.Is(err, nil) {
 		t.Fatal(err)
 	}
@@ -311,15 +320,9 @@ func TestLapsedMarkIsSkipped(t *testing.T) {
 // release then wakes the next waiter.
 func TestStopWaitingRemovesTheMark(t *testing.T) {
 	t.Parallel()
-	ls, _ := turnLockers(t, 3)
+	ls, _, name, held, wA, wB := heldWithTwoTurnWatches(t, "stop")
 	holder, a, b := ls[0], ls[1], ls[2]
 	ctx := t.Context()
-	name := uniqueName("stop")
-	wA, wB := turnWatch(t, a, name, "waiter-a"), turnWatch(t, b, name, "waiter-b")
-	held, err := holder.Acquire(ctx, name, "holder", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
 	wait(t, a, name, "owner-a", "waiter-a", false)
 	wait(t, b, name, "owner-b", "waiter-b", false)
 	if err := a.s.StopWaiting(ctx, name, "waiter-a"); err != nil {
@@ -777,15 +780,9 @@ func TestMarkLifeIsTheCalls(t *testing.T) {
 // TestTurnWakesOnlyTheOldestMark, TestTurnChoiceIsOneDecision.)
 func TestReleaseNamesTheChoice(t *testing.T) {
 	t.Parallel()
-	ls, wires := turnLockers(t, 3)
+	ls, wires, name, held, wA, wB := heldWithTwoTurnWatches(t, "named")
 	holder, a, b := ls[0], ls[1], ls[2]
 	ctx := t.Context()
-	name := uniqueName("named")
-	wA, wB := turnWatch(t, a, name, "waiter-a"), turnWatch(t, b, name, "waiter-b")
-	held, err := holder.Acquire(ctx, name, "holder", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
 	wait(t, a, name, "owner-a", "waiter-a", false)
 	wait(t, b, name, "owner-b", "waiter-b", false)
 	drain(wA.Changed())
